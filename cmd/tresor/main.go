@@ -1,0 +1,48 @@
+// Command tresor is the one binary of Tresor, the event-sourced ledger and
+// settlement system of « L'île au trésor »: serve, simulate, audit, export,
+// verify-play, deck, rules, migrate, token and projections, as subcommands.
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// exitUsage is the exit status for bad flags or malformed input.
+const exitUsage = 2
+
+// usageError marks an error caused by the caller's input: it exits with
+// status 2 instead of 1.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usagef builds a usageError.
+func usagef(format string, args ...any) error {
+	return usageError{fmt.Errorf(format, args...)}
+}
+
+// rootCmd is the tresor command; each subcommand registers itself on it from
+// its own file's init, so that adding one touches no other file.
+var rootCmd = &cobra.Command{
+	Use:           "tresor",
+	Short:         "Event-sourced ledger and settlement for « L'île au trésor »",
+	SilenceUsage:  true,
+	SilenceErrors: true,
+}
+
+func main() {
+	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	if err := rootCmd.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "tresor:", err)
+		var ue usageError
+		if errors.As(err, &ue) {
+			os.Exit(exitUsage)
+		}
+		os.Exit(1)
+	}
+}

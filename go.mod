@@ -1,0 +1,13 @@
+module github.com/fdj/tresor
+
+go 1.26.8
+
+require (
+	github.com/shopspring/decimal v1.6.0
+	github.com/spf13/cobra v1.10.2
+)
+
+require (
+	github.com/inconshreveable/mousetrap v1.1.0 // indirect
+	github.com/spf13/pflag v1.0.9 // indirect
+)
