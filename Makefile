@@ -1,0 +1,60 @@
+# Tresor's build, test and benchmark entry points. Every target works on a
+# fresh machine with Go: modules come from the proxy, and the tests start
+# their own nats-server in-process; PostgreSQL tests use TRESOR_TEST_DATABASE_URL.
+
+GO       ?= go
+BIN      ?= bin/tresor
+DATA     ?= ./tresor-data
+# Packages the domain may import besides the standard library.
+DOMAIN_ALLOWED := github.com/shopspring/decimal
+TEST_TIMEOUT   ?= 30m
+BENCH_TIME     ?= 1x
+
+.PHONY: all build run test test-short bench lint fmt vet imports clean
+
+all: lint test
+
+build:
+	$(GO) build -o $(BIN) ./cmd/tresor
+
+# run starts Tresor on its embedded default (in-process NATS on $(DATA)).
+run: build
+	$(BIN) serve --data $(DATA)
+
+test:
+	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+test-short:
+	$(GO) test -short -count=1 ./...
+
+# bench runs every Go benchmark once at its natural size; the figures are
+# quoted in docs/performance.md. BENCH=regex narrows it.
+bench:
+	$(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -benchtime $(BENCH_TIME) -benchmem -timeout 60m ./...
+
+lint: fmt vet imports
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go') 2>/dev/null); \
+	if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+
+vet:
+	$(GO) vet ./...
+
+# imports keeps the dependency rule of style.md: domain imports only the
+# standard library (and decimal); eventstore and projections never import
+# each other; nothing imports cmd.
+imports:
+	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./domain | \
+		grep -v -x -e 'github.com/fdj/tresor/domain' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
+	if [ -n "$$bad" ]; then echo "domain imports more than the standard library:"; echo "$$bad"; exit 1; fi
+	@if $(GO) list -deps ./eventstore/... | grep -q '^github.com/fdj/tresor/projections'; then \
+		echo "eventstore imports projections"; exit 1; fi
+	@if [ -d projections ] && $(GO) list -deps ./projections/... 2>/dev/null | grep -q '^github.com/fdj/tresor/eventstore'; then \
+		echo "projections imports eventstore"; exit 1; fi
+	@if $(GO) list -f '{{join .Imports "\n"}}' ./... | grep -q '^github.com/fdj/tresor/cmd'; then \
+		echo "a package imports cmd"; exit 1; fi
+	@echo "imports: ok"
+
+clean:
+	rm -rf bin
