@@ -346,3 +346,11 @@ func VerifyReveal(seed Seed, lots [TierCount]int, c Commitment) error {
 	}
 	return nil
 }
+
+// String hides the seed: a block's seed is secret until BlockClosed, so
+// printing one by mistake (%v, %s, %x in a log line) shows only its public
+// hash. MarshalText, used on purpose for BlockClosed, writes it whole.
+func (s Seed) String() string { return fmt.Sprintf("seed(sha256:%x…)", s.Hash()) }
+
+// GoString hides the seed from %#v as String does.
+func (s Seed) GoString() string { return s.String() }

@@ -1,0 +1,71 @@
+package domain
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Code is a stable error code. Clients and the API's problem details carry
+// it; it is never renamed.
+type Code string
+
+// The error codes of the write side. The API maps each to an HTTP status in
+// one table.
+const (
+	CodeInvalidRequest    Code = "invalid_request"
+	CodeInvalidStake      Code = "invalid_stake"
+	CodeInsufficientFunds Code = "insufficient_funds"
+	CodeLimitExceeded     Code = "limit_exceeded"
+	CodeSelfExcluded      Code = "self_excluded"
+	CodeNotFound          Code = "not_found"
+	CodeConflict          Code = "conflict"
+	CodeNoOpenBlock       Code = "no_open_block"
+	CodePlayFinished      Code = "play_finished"
+	CodeForbidden         Code = "forbidden"
+	CodeInternal          Code = "internal"
+)
+
+// Error is a refusal of the write side: a stable code and a message for a
+// person. A refused command records nothing.
+type Error struct {
+	Code    Code
+	Message string
+}
+
+// Error returns "code: message".
+func (e *Error) Error() string { return string(e.Code) + ": " + e.Message }
+
+// Is matches any *Error with the same code, so errors.Is(err,
+// ErrInsufficientFunds) works whatever the message.
+func (e *Error) Is(target error) bool {
+	var t *Error
+	return errors.As(target, &t) && t.Code == e.Code
+}
+
+// refuse builds an *Error.
+func refuse(code Code, format string, args ...any) error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Sentinels to test refusals with errors.Is.
+var (
+	ErrInvalidRequest    = &Error{Code: CodeInvalidRequest}
+	ErrInvalidStake      = &Error{Code: CodeInvalidStake}
+	ErrInsufficientFunds = &Error{Code: CodeInsufficientFunds}
+	ErrLimitExceeded     = &Error{Code: CodeLimitExceeded}
+	ErrSelfExcluded      = &Error{Code: CodeSelfExcluded}
+	ErrNotFound          = &Error{Code: CodeNotFound}
+	ErrConflict          = &Error{Code: CodeConflict}
+	ErrNoOpenBlock       = &Error{Code: CodeNoOpenBlock}
+	ErrPlayFinished      = &Error{Code: CodePlayFinished}
+	ErrForbidden         = &Error{Code: CodeForbidden}
+)
+
+// CodeOf returns the code of a refusal, or CodeInternal for any other error.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return CodeInternal
+}

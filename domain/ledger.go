@@ -1,0 +1,500 @@
+package domain
+
+import (
+	"fmt"
+	"time"
+)
+
+// Window lengths of the write side's rules.
+const (
+	// LimitWindow is the rolling period of the weekly deposit and stake
+	// limits.
+	LimitWindow = 7 * 24 * time.Hour
+	// LimitRaiseDelay is how long a raised limit waits before it applies
+	// (French responsible-gaming rules); a lowered limit applies at once.
+	LimitRaiseDelay = 24 * time.Hour
+	// IdempotencyWindowDefault is how long a client key is remembered: a
+	// retry within it returns the first result. JetStream's own duplicate
+	// window (2 minutes) is far too short to be the system's idempotency.
+	IdempotencyWindowDefault = 48 * time.Hour
+)
+
+// Ledger is the write side's state: accounts, emissions, blocks, plays in
+// progress and remembered idempotency keys. Evolve is the only thing that
+// changes it, so a replay of the stream and a live write take one path.
+// Decks are the exception: they are not in the stream (their seed is
+// sealed), so the writer attaches them with AttachDeck.
+type Ledger struct {
+	Rules *RuleSet
+	// IdempotencyWindow is how long client keys are remembered (at least
+	// 24 hours; IdempotencyWindowDefault when zero).
+	IdempotencyWindow time.Duration
+
+	Accounts  map[string]*Account
+	Emissions map[string]*Emission
+	Blocks    map[string]*Block
+	// Plays holds the plays in progress; a settled play leaves it.
+	Plays map[string]*Play
+	// emissionOrder lists emissions in creation order, so that the next
+	// block of a price comes from the oldest emission with blocks left.
+	emissionOrder []string
+	// openBlock is the block on sale for each price.
+	openBlock map[Amount]string
+	keys      map[idemKey]*KeyRecord
+	keyQueue  []idemKey // keys in the order they were recorded, to expire them
+	decks     map[[32]byte]*Deck
+	prepared  map[string]*PreparedBlock // emission → its next block, ready to open
+	// players interns player ids so that each block can remember the owner
+	// of every sold unit in 4 bytes (1.8 MB for a block of 450 000 units).
+	players   []string
+	playerIdx map[string]uint32
+	// Now is the time of the last event applied.
+	Now time.Time
+}
+
+// Account is a player's account as the write side knows it.
+type Account struct {
+	Player       string
+	Balance      Amount
+	Limits       map[LimitKind]*Limit
+	SelfExcluded bool
+	deposits     window
+	stakes       window
+}
+
+// Limit is one weekly limit: the amount in force and a pending raise.
+type Limit struct {
+	Amount         Amount
+	Pending        Amount
+	PendingFrom    time.Time
+	pendingPresent bool
+}
+
+// At returns the limit in force at t: the pending raise once its time has
+// come, the current amount before.
+func (l *Limit) At(t time.Time) Amount {
+	if l.pendingPresent && !t.Before(l.PendingFrom) {
+		return l.Pending
+	}
+	return l.Amount
+}
+
+// window is a rolling sum of amounts over LimitWindow.
+type window struct {
+	entries []timedAmount
+	sum     Amount
+}
+
+type timedAmount struct {
+	at     time.Time
+	amount Amount
+}
+
+// add records an amount at t and forgets what is older than the window.
+func (w *window) add(t time.Time, a Amount) {
+	w.prune(t)
+	w.entries = append(w.entries, timedAmount{t, a})
+	w.sum += a
+}
+
+// prune forgets the amounts recorded at or before t − LimitWindow.
+func (w *window) prune(t time.Time) {
+	cut := t.Add(-LimitWindow)
+	i := 0
+	for i < len(w.entries) && !w.entries[i].at.After(cut) {
+		w.sum -= w.entries[i].amount
+		i++
+	}
+	if i > 0 {
+		w.entries = append(w.entries[:0], w.entries[i:]...)
+	}
+}
+
+// total returns the sum over the window ending at t.
+func (w *window) total(t time.Time) Amount {
+	cut := t.Add(-LimitWindow)
+	s := w.sum
+	for _, e := range w.entries {
+		if e.at.After(cut) {
+			break
+		}
+		s -= e.amount
+	}
+	return s
+}
+
+// Emission is a run of blocks of one price.
+type Emission struct {
+	ID     string
+	Price  Amount
+	Blocks int
+	Opened int
+}
+
+// BlockState is where a block is in its life.
+type BlockState string
+
+// Block states: open (on sale), exhausted (sold out, plays may still be in
+// progress), closed (seed revealed).
+const (
+	BlockStateOpen      BlockState = "open"
+	BlockStateExhausted BlockState = "exhausted"
+	BlockStateClosed    BlockState = "closed"
+)
+
+// Block is a block of 450 000 units as the write side knows it.
+type Block struct {
+	ID         string
+	Emission   string
+	Index      int
+	Price      Amount
+	Commitment Commitment
+	SealedSeed []byte
+	State      BlockState
+	Sold       int
+	// InPlay counts its plays not yet settled: a block closes only when
+	// none is left, so the seed is never revealed under a live play.
+	InPlay int
+	// owners holds, per sold unit, the interned index of its player, until
+	// the block closes.
+	owners []uint32
+	// TierSold counts the sold units of each tier.
+	TierSold [TierCount]int
+	Prizes   Amount
+}
+
+// Play is a play in progress.
+type Play struct {
+	ID, Player, Block string
+	Unit              uint32
+	Tier              Tier
+	Stake             Amount
+	// Salt is the unit's salt, from which its scenario derives.
+	Salt         [32]byte
+	Throws       int
+	LastActivity time.Time
+	scenario     *Scenario
+	results      *[ThrowCount]ThrowResult
+}
+
+// Scenario returns the screen of the play's unit, derived from its salt
+// and tier on first use and kept: replaying the stream at start derives
+// none, since most plays there are already settled.
+func (p *Play) Scenario() *Scenario {
+	if p.scenario == nil {
+		s := GenerateScenario(p.Salt, p.Tier)
+		p.scenario = &s
+	}
+	return p.scenario
+}
+
+// throwResults returns the four throws of the play's scenario.
+func (p *Play) throwResults() (*[ThrowCount]ThrowResult, error) {
+	if p.results == nil {
+		r, err := p.Scenario().Play()
+		if err != nil {
+			return nil, err
+		}
+		p.results = &r
+	}
+	return p.results, nil
+}
+
+// KeyRecord is what the ledger remembers of a command that carried a client
+// idempotency key: the request it answered and the play or balance it
+// produced, so that a retry returns the first result.
+type KeyRecord struct {
+	Request string
+	At      time.Time
+	Play    string
+	Balance Amount
+}
+
+// idemKey scopes a client key to its player.
+type idemKey struct{ player, key string }
+
+// PreparedBlock is a block ready to open: a fresh seed, its sealed form and
+// its deck. The writer prepares one per emission ahead of time so that the
+// next block opens in the same batch as the sale that exhausts the previous
+// one, without a gap in sales.
+type PreparedBlock struct {
+	Seed       Seed
+	SealedSeed []byte
+	Deck       *Deck
+}
+
+// NewLedger returns an empty ledger under the given rules.
+func NewLedger(rules *RuleSet) *Ledger {
+	return &Ledger{
+		Rules:     rules,
+		Accounts:  map[string]*Account{},
+		Emissions: map[string]*Emission{},
+		Blocks:    map[string]*Block{},
+		Plays:     map[string]*Play{},
+		openBlock: map[Amount]string{},
+		keys:      map[idemKey]*KeyRecord{},
+		decks:     map[[32]byte]*Deck{},
+		prepared:  map[string]*PreparedBlock{},
+		playerIdx: map[string]uint32{},
+	}
+}
+
+// AttachDeck gives the ledger the deck of a block whose seed the writer has
+// unsealed (or of a block it is about to open): without it, units of that
+// block cannot be assigned.
+func (l *Ledger) AttachDeck(d *Deck) { l.decks[d.Commitment.SeedHash] = d }
+
+// DeckOf returns the deck attached for a block, or nil.
+func (l *Ledger) DeckOf(b *Block) *Deck { return l.decks[b.Commitment.SeedHash] }
+
+// Prepare sets the next block of an emission, ready to open.
+func (l *Ledger) Prepare(emission string, p *PreparedBlock) {
+	l.prepared[emission] = p
+	l.AttachDeck(p.Deck)
+}
+
+// NextToPrepare returns the emissions whose next block has no prepared seed:
+// the writer prepares one for each, off the hot path.
+func (l *Ledger) NextToPrepare() []string {
+	var out []string
+	for _, id := range l.emissionOrder {
+		e := l.Emissions[id]
+		if e.Opened < e.Blocks && l.prepared[id] == nil {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// OpenBlock returns the block on sale at a price, or nil.
+func (l *Ledger) OpenBlock(price Amount) *Block {
+	if id, ok := l.openBlock[price]; ok {
+		return l.Blocks[id]
+	}
+	return nil
+}
+
+// window returns the idempotency window in force.
+func (l *Ledger) window() time.Duration {
+	if l.IdempotencyWindow > 0 {
+		return l.IdempotencyWindow
+	}
+	return IdempotencyWindowDefault
+}
+
+// Key returns what the ledger remembers of a player's client key, or nil.
+func (l *Ledger) Key(player, key string) *KeyRecord { return l.keys[idemKey{player, key}] }
+
+// remember records a client key; keys older than the window are forgotten
+// in the order they came.
+func (l *Ledger) remember(player, key string, r *KeyRecord) {
+	if key == "" {
+		return
+	}
+	k := idemKey{player, key}
+	l.keys[k] = r
+	l.keyQueue = append(l.keyQueue, k)
+}
+
+// expireKeys forgets keys recorded more than the window before t.
+func (l *Ledger) expireKeys(t time.Time) {
+	cut := t.Add(-l.window())
+	i := 0
+	for i < len(l.keyQueue) {
+		r := l.keys[l.keyQueue[i]]
+		if r != nil && r.At.After(cut) {
+			break
+		}
+		delete(l.keys, l.keyQueue[i])
+		i++
+	}
+	if i > 0 {
+		l.keyQueue = append(l.keyQueue[:0], l.keyQueue[i:]...)
+	}
+}
+
+// Evolve applies one recorded event, stamped with the time it was recorded.
+// It is the only function that changes the ledger. It trusts the event: the
+// decider checked it before it was recorded, and the audit re-checks the log.
+// It returns an error only for an event that contradicts the state (an
+// unknown account or block), which means the log and the code disagree.
+func (l *Ledger) Evolve(at time.Time, e Event) error {
+	l.Now = at
+	switch e := e.(type) {
+	case *AccountOpened:
+		l.Accounts[e.Player] = &Account{Player: e.Player, Limits: map[LimitKind]*Limit{}}
+		l.playerIdx[e.Player] = uint32(len(l.players))
+		l.players = append(l.players, e.Player)
+	case *LimitChanged:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		lim := a.Limits[e.Kind]
+		switch {
+		case lim == nil:
+			a.Limits[e.Kind] = &Limit{Amount: e.Limit}
+		case e.EffectiveAt.After(at):
+			lim.Amount = lim.At(at)
+			lim.Pending, lim.PendingFrom, lim.pendingPresent = e.Limit, e.EffectiveAt, true
+		default:
+			lim.Amount, lim.pendingPresent = e.Limit, false
+		}
+	case *SelfExcluded:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		a.SelfExcluded = true
+	case *FundsDeposited:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		a.Balance += e.Amount
+		a.deposits.add(at, e.Amount)
+		l.remember(e.Player, e.Key, &KeyRecord{Request: depositRequest("deposit", e.Amount), At: at, Balance: a.Balance})
+	case *FundsWithdrawn:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		a.Balance -= e.Amount
+		l.remember(e.Player, e.Key, &KeyRecord{Request: depositRequest("withdrawal", e.Amount), At: at, Balance: a.Balance})
+	case *EmissionCreated:
+		l.Emissions[e.Emission] = &Emission{ID: e.Emission, Price: e.Price, Blocks: e.Blocks}
+		l.emissionOrder = append(l.emissionOrder, e.Emission)
+	case *BlockOpened:
+		em, ok := l.Emissions[e.Emission]
+		if !ok {
+			return fmt.Errorf("evolve %s: unknown emission %q", e.EventType(), e.Emission)
+		}
+		em.Opened++
+		delete(l.prepared, e.Emission)
+		l.Blocks[e.Block] = &Block{ID: e.Block, Emission: e.Emission, Index: e.Index, Price: e.Price,
+			Commitment: e.Commitment, SealedSeed: e.SealedSeed, State: BlockStateOpen}
+		l.openBlock[e.Price] = e.Block
+	case *BlockExhausted:
+		b, err := l.block(e.Block)
+		if err != nil {
+			return err
+		}
+		b.State = BlockStateExhausted
+		l.closeSale(b)
+	case *BlockClosed:
+		b, err := l.block(e.Block)
+		if err != nil {
+			return err
+		}
+		b.State = BlockStateClosed
+		b.owners = nil
+		l.closeSale(b)
+		delete(l.decks, b.Commitment.SeedHash)
+	case *StakePlaced:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		b, err := l.block(e.Block)
+		if err != nil {
+			return err
+		}
+		a.Balance -= e.Stake
+		a.stakes.add(at, e.Stake)
+		if b.owners == nil {
+			b.owners = make([]uint32, 0, l.Rules.BlockUnits)
+		}
+		b.owners = append(b.owners, l.playerIdx[e.Player])
+		b.Sold++
+		b.InPlay++
+		l.Plays[e.Play] = &Play{ID: e.Play, Player: e.Player, Block: e.Block, Stake: e.Stake, LastActivity: at}
+		l.remember(e.Player, e.Key, &KeyRecord{Request: stakeRequest(e.Stake), At: at, Play: e.Play, Balance: a.Balance})
+	case *UnitAssigned:
+		p, err := l.play(e.Play)
+		if err != nil {
+			return err
+		}
+		b, err := l.block(e.Block)
+		if err != nil {
+			return err
+		}
+		p.Unit, p.Tier, p.Salt = e.Proof.Unit, e.Proof.Tier, e.Proof.Salt
+		b.TierSold[e.Proof.Tier]++
+	case *ThrowMade:
+		p, err := l.play(e.Play)
+		if err != nil {
+			return err
+		}
+		p.Throws++
+		p.LastActivity = at
+	case *PlaySettled:
+		p, err := l.play(e.Play)
+		if err != nil {
+			return err
+		}
+		b, err := l.block(p.Block)
+		if err != nil {
+			return err
+		}
+		b.InPlay--
+		b.Prizes += e.Prize
+		delete(l.Plays, e.Play)
+	case *PrizePaid:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		a.Balance += e.Amount
+	default:
+		return fmt.Errorf("evolve: unhandled event type %s", e.EventType())
+	}
+	l.expireKeys(at)
+	return nil
+}
+
+// PlayOwner returns the player of a sold unit's play while its block is not
+// closed, or "".
+func (l *Ledger) PlayOwner(play string) string {
+	block, unit, ok := ParsePlayID(play)
+	if !ok {
+		return ""
+	}
+	b := l.Blocks[block]
+	if b == nil || int(unit) >= len(b.owners) {
+		return ""
+	}
+	return l.players[b.owners[unit]]
+}
+
+// closeSale takes a block off sale if it is the open block of its price.
+func (l *Ledger) closeSale(b *Block) {
+	if l.openBlock[b.Price] == b.ID {
+		delete(l.openBlock, b.Price)
+	}
+}
+
+func (l *Ledger) account(player string) (*Account, error) {
+	if a, ok := l.Accounts[player]; ok {
+		return a, nil
+	}
+	return nil, fmt.Errorf("evolve: unknown account %q", player)
+}
+
+func (l *Ledger) block(id string) (*Block, error) {
+	if b, ok := l.Blocks[id]; ok {
+		return b, nil
+	}
+	return nil, fmt.Errorf("evolve: unknown block %q", id)
+}
+
+func (l *Ledger) play(id string) (*Play, error) {
+	if p, ok := l.Plays[id]; ok {
+		return p, nil
+	}
+	return nil, fmt.Errorf("evolve: unknown play %q", id)
+}
+
+// depositRequest and stakeRequest fingerprint the requests a client key
+// answers: the same key with another request is a conflict.
+func depositRequest(kind string, amount Amount) string { return kind + ":" + amount.String() }
+func stakeRequest(stake Amount) string                 { return "stake:" + stake.String() }
