@@ -1,0 +1,381 @@
+// Package memstore is the in-memory projections.Store of Tresor's embedded
+// default (tresor serve without a database): the read models live in maps,
+// rebuilt from the stream at every start. A batch is applied under one lock,
+// so readers see it whole or not at all, exactly as a transaction.
+package memstore
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/projections"
+)
+
+// Store is the in-memory store. Its zero value is not usable: call New.
+type Store struct {
+	proj *projections.Projector
+
+	mu         sync.RWMutex
+	checkpoint uint64
+	wake       chan struct{}
+	accounts   map[string]*projections.Account
+	accountIDs []string // sorted
+	limits     map[string][]projections.LimitChange
+	journal    map[string][]projections.JournalLine
+	totals     map[string]*[2]domain.Amount // credits, debits
+	emissions  map[string]projections.Emission
+	blocks     map[string]*projections.BlockRow
+	blockIDs   []string // sorted
+	plays      map[string]*projections.Play
+	history    map[string][]*projections.Play // per player, oldest first
+	days       map[string]*projections.Day
+}
+
+// New returns an empty store for a stream written under rules.
+func New(rules *domain.RuleSet) *Store {
+	return &Store{
+		proj:      projections.NewProjector(rules),
+		wake:      make(chan struct{}),
+		accounts:  map[string]*projections.Account{},
+		limits:    map[string][]projections.LimitChange{},
+		journal:   map[string][]projections.JournalLine{},
+		totals:    map[string]*[2]domain.Amount{},
+		emissions: map[string]projections.Emission{},
+		blocks:    map[string]*projections.BlockRow{},
+		plays:     map[string]*projections.Play{},
+		history:   map[string][]*projections.Play{},
+		days:      map[string]*projections.Day{},
+	}
+}
+
+var _ projections.Store = (*Store)(nil)
+
+// Apply implements projections.Store.
+func (s *Store) Apply(ctx context.Context, batch []projections.Envelope) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("apply batch: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c, err := s.proj.Fold(s.checkpoint, batch)
+	if err != nil {
+		return fmt.Errorf("apply batch after %d: %w", s.checkpoint, err)
+	}
+	if c.To == s.checkpoint {
+		return nil
+	}
+	if err := s.check(c); err != nil {
+		return fmt.Errorf("apply %d to %d: %w", c.From, c.To, err)
+	}
+	s.write(c)
+	s.proj.Commit(c)
+	s.checkpoint = c.To
+	close(s.wake)
+	s.wake = make(chan struct{})
+	return nil
+}
+
+// check refuses changes to rows that do not exist, before anything is
+// written, so that a refused batch leaves the store as it was.
+func (s *Store) check(c *projections.Changes) error {
+	for _, a := range c.Accounts {
+		if a.Opened == nil && s.accounts[a.Player] == nil {
+			return fmt.Errorf("%w: unknown account %q", projections.ErrInvalid, a.Player)
+		}
+		if a.Opened != nil && s.accounts[a.Player] != nil {
+			return fmt.Errorf("%w: account %q opened twice", projections.ErrInvalid, a.Player)
+		}
+	}
+	for _, b := range c.Blocks {
+		if b.Opened == nil && s.blocks[b.ID] == nil {
+			return fmt.Errorf("%w: unknown block %q", projections.ErrInvalid, b.ID)
+		}
+		if b.Opened != nil && s.blocks[b.ID] != nil {
+			return fmt.Errorf("%w: block %q opened twice", projections.ErrInvalid, b.ID)
+		}
+	}
+	for _, p := range c.Plays {
+		old := s.plays[p.ID]
+		if p.New == nil && (old == nil || old.Player != p.Player) {
+			return fmt.Errorf("%w: unknown play %q of player %q", projections.ErrInvalid, p.ID, p.Player)
+		}
+		if p.New != nil && old != nil {
+			return fmt.Errorf("%w: play %q staked twice", projections.ErrInvalid, p.ID)
+		}
+	}
+	return nil
+}
+
+func (s *Store) write(c *projections.Changes) {
+	newAccounts := false
+	for _, a := range c.Accounts {
+		row := s.accounts[a.Player]
+		if row == nil {
+			row = &projections.Account{Player: a.Player}
+			s.accounts[a.Player] = row
+			newAccounts = true
+		}
+		a.ApplyTo(row)
+	}
+	if newAccounts {
+		s.accountIDs = sortedKeys(s.accounts)
+	}
+	for _, l := range c.LimitChanges {
+		s.limits[l.Player] = append(s.limits[l.Player], l)
+	}
+	for _, l := range c.Journal {
+		s.journal[l.Account] = append(s.journal[l.Account], l)
+		t := s.totals[l.Account]
+		if t == nil {
+			t = &[2]domain.Amount{}
+			s.totals[l.Account] = t
+		}
+		if l.Side == projections.Credit {
+			t[0] += l.Amount
+		} else {
+			t[1] += l.Amount
+		}
+	}
+	for _, e := range c.Emissions {
+		s.emissions[e.ID] = e
+	}
+	newBlocks := false
+	for _, b := range c.Blocks {
+		row := s.blocks[b.ID]
+		if row == nil {
+			opened := *b.Opened
+			row = &opened
+			s.blocks[b.ID] = row
+			newBlocks = true
+		}
+		b.ApplyTo(row)
+	}
+	if newBlocks {
+		s.blockIDs = sortedKeys(s.blocks)
+	}
+	for _, p := range c.Plays {
+		if p.New != nil {
+			row := *p.New
+			s.plays[p.ID] = &row
+			s.history[row.Player] = append(s.history[row.Player], &row)
+			continue
+		}
+		p.ApplyTo(s.plays[p.ID])
+	}
+	for _, d := range c.Days {
+		row := s.days[d.Day]
+		if row == nil {
+			row = &projections.Day{Day: d.Day}
+			s.days[d.Day] = row
+		}
+		row.Counters.Add(d.Counters)
+	}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// Checkpoint implements projections.Store.
+func (s *Store) Checkpoint(context.Context) (uint64, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.checkpoint, nil
+}
+
+// WaitFor implements projections.Store.
+func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
+	return projections.WaitPoll(ctx, seq, s.Checkpoint, func() <-chan struct{} {
+		s.mu.RLock()
+		defer s.mu.RUnlock()
+		return s.wake
+	})
+}
+
+// Account implements projections.Store.
+func (s *Store) Account(_ context.Context, player string) (projections.Account, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	a := s.accounts[player]
+	if a == nil {
+		return projections.Account{}, fmt.Errorf("account %q: %w", player, projections.ErrNotFound)
+	}
+	return s.account(a), nil
+}
+
+func (s *Store) account(a *projections.Account) projections.Account {
+	out := *a
+	out.DepositLimit, out.StakeLimit = projections.ReplayLimits(s.limits[a.Player])
+	return out
+}
+
+// Accounts implements projections.Store.
+func (s *Store) Accounts(_ context.Context, after string, limit int) ([]projections.Account, error) {
+	limit, err := projections.ClampLimit(limit)
+	if err != nil {
+		return nil, fmt.Errorf("list accounts: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i := sort.SearchStrings(s.accountIDs, after)
+	if i < len(s.accountIDs) && s.accountIDs[i] == after {
+		i++
+	}
+	out := []projections.Account{}
+	for ; i < len(s.accountIDs) && len(out) < limit; i++ {
+		out = append(out, s.account(s.accounts[s.accountIDs[i]]))
+	}
+	return out, nil
+}
+
+// Journal implements projections.Store.
+func (s *Store) Journal(_ context.Context, account string, after projections.JournalCursor, limit int) ([]projections.JournalLine, error) {
+	limit, err := projections.ClampLimit(limit)
+	if err != nil {
+		return nil, fmt.Errorf("journal of %s: %w", account, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	lines := s.journal[account]
+	i, _ := slices.BinarySearchFunc(lines, after, func(l projections.JournalLine, c projections.JournalCursor) int {
+		if n := cmp.Compare(l.Seq, c.Seq); n != 0 {
+			return n
+		}
+		return cmp.Compare(l.Line, c.Line)
+	})
+	if i < len(lines) && lines[i].Cursor() == after {
+		i++
+	}
+	end := min(i+limit, len(lines))
+	return slices.Clone(lines[i:end:end]), nil
+}
+
+// AccountTotals implements projections.Store.
+func (s *Store) AccountTotals(_ context.Context, account string) (credits, debits domain.Amount, err error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if t := s.totals[account]; t != nil {
+		return t[0], t[1], nil
+	}
+	return 0, 0, nil
+}
+
+// Block implements projections.Store.
+func (s *Store) Block(_ context.Context, id string) (projections.BlockReport, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	b := s.blocks[id]
+	if b == nil {
+		return projections.BlockReport{}, fmt.Errorf("block %q: %w", id, projections.ErrNotFound)
+	}
+	return b.Report(), nil
+}
+
+// Blocks implements projections.Store.
+func (s *Store) Blocks(_ context.Context, after string, limit int) ([]projections.BlockReport, error) {
+	limit, err := projections.ClampLimit(limit)
+	if err != nil {
+		return nil, fmt.Errorf("list blocks: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	i := sort.SearchStrings(s.blockIDs, after)
+	if i < len(s.blockIDs) && s.blockIDs[i] == after {
+		i++
+	}
+	out := []projections.BlockReport{}
+	for ; i < len(s.blockIDs) && len(out) < limit; i++ {
+		out = append(out, s.blocks[s.blockIDs[i]].Report())
+	}
+	return out, nil
+}
+
+// History implements projections.Store.
+func (s *Store) History(_ context.Context, player, before string, limit int) (projections.HistoryPage, error) {
+	limit, err := projections.ClampLimit(limit)
+	if err != nil {
+		return projections.HistoryPage{}, fmt.Errorf("history of %s: %w", player, err)
+	}
+	cursor, err := projections.ParseHistoryCursor(before)
+	if err != nil {
+		return projections.HistoryPage{}, fmt.Errorf("history of %s: %w", player, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	plays := s.history[player]
+	end := len(plays)
+	if cursor > 0 {
+		end, _ = slices.BinarySearchFunc(plays, cursor, func(p *projections.Play, seq uint64) int { return cmp.Compare(p.Seq, seq) })
+	}
+	page := projections.HistoryPage{Plays: []projections.Play{}}
+	for i := end - 1; i >= 0 && len(page.Plays) < limit; i-- {
+		page.Plays = append(page.Plays, copyPlay(plays[i]))
+	}
+	if n := len(page.Plays); n == limit && end-n > 0 {
+		page.Next = projections.HistoryCursor(page.Plays[n-1].Seq)
+	}
+	return page, nil
+}
+
+// LastPlay implements projections.Store.
+func (s *Store) LastPlay(_ context.Context, player string) (projections.Play, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	plays := s.history[player]
+	if len(plays) == 0 {
+		return projections.Play{}, fmt.Errorf("last play of %q: %w", player, projections.ErrNotFound)
+	}
+	return copyPlay(plays[len(plays)-1]), nil
+}
+
+func copyPlay(p *projections.Play) projections.Play {
+	out := *p
+	out.Throws = slices.Clone(p.Throws)
+	return out
+}
+
+// Reconciliation implements projections.Store.
+func (s *Store) Reconciliation(_ context.Context, scope projections.Scope) ([]projections.Reconciliation, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []projections.Reconciliation
+	switch scope {
+	case projections.ScopeBlock:
+		for _, id := range s.blockIDs {
+			b := s.blocks[id]
+			out = append(out, projections.Reconcile(scope, id, b.Counters, b.TableMismatch()))
+		}
+	case projections.ScopeEmission:
+		for _, id := range sortedKeys(s.emissions) {
+			var c projections.Counters
+			var mismatch domain.Amount
+			for _, bid := range s.blockIDs {
+				if b := s.blocks[bid]; b.Emission == id {
+					c.Add(b.Counters)
+					mismatch += b.TableMismatch()
+				}
+			}
+			out = append(out, projections.Reconcile(scope, id, c, mismatch))
+		}
+	case projections.ScopeDay:
+		for _, day := range sortedKeys(s.days) {
+			out = append(out, projections.Reconcile(scope, day, s.days[day].Counters, 0))
+		}
+	default:
+		return nil, fmt.Errorf("reconciliation: %w: scope %q", projections.ErrInvalid, scope)
+	}
+	return out, nil
+}
+
+// Close implements projections.Store; the memory is left to the collector.
+func (s *Store) Close() error { return nil }

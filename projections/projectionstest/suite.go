@@ -1,0 +1,481 @@
+package projectionstest
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/projections"
+	"github.com/shopspring/decimal"
+)
+
+// Open returns a store for a stream written under rules. The same name opens
+// the same store again (a restarted process: the PostgreSQL store reopens
+// its tables, the in-memory store is handed back as it is); a new name opens
+// a fresh, empty one. The opener registers the cleanup.
+type Open func(tb testing.TB, rules *domain.RuleSet, name string) projections.Store
+
+// Run is the conformance suite of projections.Store: every implementation
+// passes it.
+func Run(t *testing.T, open Open) {
+	rules := SmallRules(t)
+	w := Standard(t, rules)
+	t.Run("AgreesWithTheEvents", func(t *testing.T) {
+		s := open(t, rules, "agrees")
+		Project(t, s, w.Events, 7)
+		checkAgainstEvents(t, s, w)
+	})
+	t.Run("OpenBlockRevealsNoUnsoldOutcome", func(t *testing.T) { testOpenBlock(t, open, rules, w) })
+	t.Run("ReapplyIsANoOpAndAGapIsAnError", func(t *testing.T) { testGap(t, open, rules, w) })
+	t.Run("KilledMidBatchEndsIdentical", func(t *testing.T) { testKilled(t, open, rules, w) })
+	t.Run("WaitForReadsYourWrites", func(t *testing.T) { testWaitFor(t, open, rules, w) })
+	t.Run("QueriesAreBounded", func(t *testing.T) { testBounds(t, open, rules, w) })
+}
+
+// Project applies events to a store through a Runner with batches of at most
+// batch records, and waits until they are all applied.
+func Project(tb testing.TB, s projections.Store, events []projections.Envelope, batch int) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := projections.NewRunner(NewLog(events), s, projections.WithBatchMax(batch)).RunTo(ctx, uint64(len(events))); err != nil {
+		tb.Fatalf("project %d events: %v", len(events), err)
+	}
+}
+
+func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
+	ctx := context.Background()
+	type sums struct{ deposited, withdrawn, staked, won domain.Amount }
+	want := map[string]*sums{}
+	stakes := map[string][]*domain.StakePlaced{}
+	throws := map[string]int{}
+	settled := map[string]*domain.PlaySettled{}
+	paid := map[string]*domain.PrizePaid{}
+	for _, env := range w.Events {
+		switch e := env.Event.(type) {
+		case *domain.AccountOpened:
+			want[e.Player] = &sums{}
+		case *domain.FundsDeposited:
+			want[e.Player].deposited += e.Amount
+		case *domain.FundsWithdrawn:
+			want[e.Player].withdrawn += e.Amount
+		case *domain.StakePlaced:
+			want[e.Player].staked += e.Stake
+			stakes[e.Player] = append(stakes[e.Player], e)
+		case *domain.ThrowMade:
+			throws[e.Play]++
+		case *domain.PlaySettled:
+			settled[e.Play] = e
+		case *domain.PrizePaid:
+			want[e.Player].won += e.Amount
+			paid[e.Play] = e
+		}
+	}
+	// Accounts: every balance is the ledger's and the sum of its journal.
+	var net domain.Amount
+	for id, la := range w.Ledger.Accounts {
+		a, err := s.Account(ctx, id)
+		if err != nil {
+			t.Fatalf("account %s: %v", id, err)
+		}
+		c, d, err := s.AccountTotals(ctx, domain.PlayerAccount(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ws := want[id]
+		if a.Balance != la.Balance || c-d != a.Balance {
+			t.Errorf("account %s: balance %s, journal %s, ledger %s", id, a.Balance, c-d, la.Balance)
+		}
+		if a.Deposited != ws.deposited || a.Withdrawn != ws.withdrawn || a.Staked != ws.staked || a.Won != ws.won || a.Plays != len(stakes[id]) {
+			t.Errorf("account %s: %+v, want %+v and %d plays", id, a, *ws, len(stakes[id]))
+		}
+		if a.SelfExcluded != la.SelfExcluded {
+			t.Errorf("account %s: self-excluded %v, ledger %v", id, a.SelfExcluded, la.SelfExcluded)
+		}
+		for _, when := range []time.Time{w.Now, w.Now.Add(domain.LimitRaiseDelay + time.Minute)} {
+			for kind, got := range map[domain.LimitKind]*projections.Limit{domain.DepositLimit: a.DepositLimit, domain.StakeLimit: a.StakeLimit} {
+				if l := la.Limits[kind]; l == nil || got == nil || got.At(when) != l.At(when) {
+					t.Errorf("account %s: %s limit %+v at %s, ledger %+v", id, kind, got, when, l)
+				}
+			}
+		}
+		net += c - d
+	}
+	blocks, err := s.Blocks(ctx, "", projections.PageMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, acct := range append([]string{domain.HouseCashAccount()}, blockAccounts(blocks)...) {
+		c, d, err := s.AccountTotals(ctx, acct)
+		if err != nil {
+			t.Fatal(err)
+		}
+		net += c - d
+	}
+	if net != 0 {
+		t.Errorf("debits and credits differ by %s", net)
+	}
+	// Blocks: the sold-out block paid exactly Article 3.
+	if len(blocks) != len(w.Ledger.Blocks) {
+		t.Fatalf("%d blocks, ledger has %d", len(blocks), len(w.Ledger.Blocks))
+	}
+	for _, b := range blocks {
+		lb := w.Ledger.Blocks[b.ID]
+		if b.State != lb.State || b.Sold != lb.Sold || b.Left != lb.Commitment.Units-lb.Sold || b.Commitment != lb.Commitment {
+			t.Errorf("block %s: %s sold %d left %d, ledger %s sold %d", b.ID, b.State, b.Sold, b.Left, lb.State, lb.Sold)
+		}
+		if (b.Seed != nil) != (b.State == domain.BlockStateClosed) {
+			t.Errorf("block %s (%s): seed shown: %v", b.ID, b.State, b.Seed != nil)
+		}
+		if b.Sales > 0 {
+			rate := decimal.NewFromInt(int64(b.PrizesPaid)).DivRound(decimal.NewFromInt(int64(b.Sales)), projections.PayoutRateDecimals)
+			if !b.PayoutRate.Equal(rate) {
+				t.Errorf("block %s: payout rate %s, want %s", b.ID, b.PayoutRate, rate)
+			}
+		}
+	}
+	sold, err := s.Block(ctx, "E0001-B001")
+	if err != nil {
+		t.Fatal(err)
+	}
+	table, _ := w.Ledger.Rules.Table(100)
+	for _, tr := range sold.Tiers {
+		if tr.Lots != table.Lots[tr.Tier].Count || tr.Paid != tr.Lots || tr.Left != 0 {
+			t.Errorf("sold-out block, tier %s: %+v, want %d lots all paid", tr.Tier, tr, table.Lots[tr.Tier].Count)
+		}
+	}
+	if sold.PrizesPaid != table.Total || sold.Seed == nil || sold.Seed.Hash() != sold.Commitment.SeedHash {
+		t.Errorf("sold-out block: prizes %s (want %s), seed %v", sold.PrizesPaid, table.Total, sold.Seed)
+	}
+	open, err := s.Block(ctx, "E0001-B002")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if paidLots(open) != 1 || open.Seed != nil || open.State != domain.BlockStateOpen {
+		t.Errorf("open block: %d lots paid (want the one settled play), seed %v", paidLots(open), open.Seed)
+	}
+	// Reconciliation: every difference is zero.
+	var daySales, blockSales domain.Amount
+	for _, scope := range []projections.Scope{projections.ScopeBlock, projections.ScopeEmission, projections.ScopeDay} {
+		rows, err := s.Reconciliation(ctx, scope)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			if r.Difference != 0 {
+				t.Errorf("reconciliation %s %s: difference %s", scope, r.Key, r.Difference)
+			}
+			if r.HouseMargin != r.Sales-r.PrizesOwed || r.PrizeFundLeft != r.PrizeFund-r.PrizesPaid {
+				t.Errorf("reconciliation %s %s: %+v", scope, r.Key, r)
+			}
+			switch scope {
+			case projections.ScopeDay:
+				daySales += r.Sales
+			case projections.ScopeBlock:
+				blockSales += r.Sales
+				if r.Key == "E0001-B001" && (r.PrizesOwed != table.Total || r.PrizesPaid != table.Total || r.UnitsSold != w.Ledger.Rules.BlockUnits) {
+					t.Errorf("sold-out block reconciliation: %+v", r)
+				}
+			}
+		}
+		if scope == projections.ScopeDay && len(rows) != 2 {
+			t.Errorf("%d days, want 2", len(rows))
+		}
+	}
+	if daySales != blockSales {
+		t.Errorf("sales per day %s, per block %s", daySales, blockSales)
+	}
+	var buf bytes.Buffer
+	rows, _ := s.Reconciliation(ctx, projections.ScopeBlock)
+	if err := projections.WriteReconciliationCSV(&buf, rows); err != nil {
+		t.Fatal(err)
+	}
+	if recs, err := csv.NewReader(&buf).ReadAll(); err != nil || len(recs) != len(rows)+1 || recs[0][0] != "scope" {
+		t.Errorf("csv: %d records, %v", len(recs), err)
+	}
+	// History: every play, newest first, as far as revealed.
+	for player, ps := range stakes {
+		hist := History(t, s, player, 2)
+		if len(hist) != len(ps) {
+			t.Fatalf("history of %s: %d plays, want %d", player, len(hist), len(ps))
+		}
+		last, err := s.LastPlay(ctx, player)
+		if err != nil || last.ID != ps[len(ps)-1].Play {
+			t.Errorf("last play of %s: %s, %v", player, last.ID, err)
+		}
+		for i, p := range hist {
+			st := ps[len(ps)-1-i]
+			checkPlay(t, w, p, st, throws[st.Play], settled[st.Play], paid[st.Play])
+		}
+	}
+}
+
+func blockAccounts(blocks []projections.BlockReport) []string {
+	var out []string
+	for _, b := range blocks {
+		out = append(out, domain.BlockSalesAccount(b.ID), domain.BlockPrizeAccount(b.ID))
+	}
+	return out
+}
+
+func paidLots(b projections.BlockReport) int {
+	n := 0
+	for _, t := range b.Tiers {
+		n += t.Paid
+	}
+	return n
+}
+
+func checkPlay(t *testing.T, w *World, p projections.Play, st *domain.StakePlaced, throws int, ps *domain.PlaySettled, pp *domain.PrizePaid) {
+	t.Helper()
+	if p.ID != st.Play || p.Stake != st.Stake || p.BalanceBefore != st.Balance+st.Stake || len(p.Throws) != throws {
+		t.Errorf("play %s: %+v, stake %+v, %d throws", st.Play, p, st, throws)
+	}
+	b := w.Ledger.Blocks[p.Block]
+	if p.Proof == nil {
+		t.Fatalf("play %s: no proof", p.ID)
+	}
+	if err := domain.VerifyUnitProof(b.Commitment.Root, b.Commitment.Units, *p.Proof); err != nil {
+		t.Errorf("play %s: %v", p.ID, err)
+	}
+	sc := p.Scenario()
+	full := domain.GenerateScenario(p.Proof.Salt, p.Proof.Tier)
+	shown := 0
+	for i, c := range sc.Chests {
+		if c.Cell != full.Chests[i].Cell {
+			t.Errorf("play %s: chest %d at %v, scenario has %v", p.ID, i, c.Cell, full.Chests[i].Cell)
+		}
+		if c.Symbol != nil {
+			shown++
+			if *c.Symbol != full.Chests[i].Symbol {
+				t.Errorf("play %s: chest %d shows %s, holds %s", p.ID, i, *c.Symbol, full.Chests[i].Symbol)
+			}
+		}
+	}
+	switch {
+	case ps == nil:
+		opened := 0
+		for _, th := range p.Throws {
+			if th.Result.Chest != domain.NoChest {
+				opened++
+			}
+		}
+		if p.Status != projections.StatusInProgress || p.Tier != nil || p.Prize != nil || shown != opened || p.BalanceAfter != st.Balance {
+			t.Errorf("play %s in progress: %s, tier %v, %d chests shown for %d opened", p.ID, p.Status, p.Tier, shown, opened)
+		}
+	default:
+		status := projections.StatusSettled
+		if ps.BySystem {
+			status = projections.StatusCompletedBySystem
+		}
+		after := st.Balance
+		if pp != nil {
+			after = pp.Balance
+		}
+		if p.Status != status || p.Tier == nil || *p.Tier != ps.Tier || *p.Prize != ps.Prize || shown != domain.ChestCount || p.BalanceAfter != after {
+			t.Errorf("play %s settled: %s (want %s), tier %v (want %s), %d chests shown, balance after %s (want %s)",
+				p.ID, p.Status, status, p.Tier, ps.Tier, shown, p.BalanceAfter, after)
+		}
+	}
+}
+
+// testOpenBlock projects two worlds whose block decks differ and whose plays
+// on it are not settled: the block reports are the same but for the
+// commitment, so they reveal nothing of the units' outcomes.
+func testOpenBlock(t *testing.T, open Open, rules *domain.RuleSet, std *World) {
+	reports := make([][]byte, 2)
+	for salt := range 2 {
+		w := NewWorld(t, rules, Start, byte(100+salt))
+		w.Player("a", 5_000)
+		w.Emission(100, 1)
+		play := w.Stake("a", 100)
+		w.Throws("a", play, 1)
+		w.Stake("a", 100)
+		s := open(t, rules, "open-block-"+string(rune('a'+salt)))
+		Project(t, s, w.Events, 3)
+		r, err := s.Block(context.Background(), "E0001-B001")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Seed != nil || paidLots(r) != 0 || r.Sold != 2 {
+			t.Fatalf("open block report %+v", r)
+		}
+		r.Commitment = domain.Commitment{}
+		if reports[salt], err = json.Marshal(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !bytes.Equal(reports[0], reports[1]) {
+		t.Fatalf("open block reports of two decks differ:\n%s\n%s", reports[0], reports[1])
+	}
+}
+
+func testGap(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
+	ctx := context.Background()
+	s := open(t, rules, "gap")
+	ev := w.Events
+	mustApply := func(batch []projections.Envelope, want uint64) {
+		t.Helper()
+		if err := s.Apply(ctx, batch); err != nil {
+			t.Fatalf("apply %d..%d: %v", batch[0].Seq, batch[len(batch)-1].Seq, err)
+		}
+		if cp, err := s.Checkpoint(ctx); err != nil || cp != want {
+			t.Fatalf("checkpoint %d, %v; want %d", cp, err, want)
+		}
+	}
+	mustApply(ev[:10], 10)
+	before := TakeSnapshot(t, s)
+	mustApply(ev[:5], 10)   // wholly covered: a no-op
+	mustApply(ev[3:10], 10) // idem
+	SameSnapshot(t, "after re-applying covered sequences", TakeSnapshot(t, s), before)
+	for name, batch := range map[string][]projections.Envelope{
+		"a batch after a missing sequence": ev[11:15],
+		"a batch with a hole":              {ev[10], ev[12]},
+		"a batch out of order":             {ev[11], ev[10]},
+	} {
+		if err := s.Apply(ctx, batch); !errors.Is(err, projections.ErrGap) {
+			t.Fatalf("%s: %v, want ErrGap", name, err)
+		}
+	}
+	SameSnapshot(t, "after refused batches", TakeSnapshot(t, s), before)
+	mustApply(ev[5:20], 20) // overlapping: the covered part is skipped
+	// An event naming a block the read models never saw is refused whole.
+	fresh := open(t, rules, "gap-invalid")
+	var stake domain.Event
+	for _, env := range ev {
+		if _, ok := env.Event.(*domain.StakePlaced); ok {
+			stake = env.Event
+			break
+		}
+	}
+	if err := fresh.Apply(ctx, []projections.Envelope{{Seq: 1, At: Start, Event: stake}}); !errors.Is(err, projections.ErrInvalid) {
+		t.Fatalf("stake on an unknown block: %v, want ErrInvalid", err)
+	}
+	if cp, _ := fresh.Checkpoint(ctx); cp != 0 {
+		t.Fatalf("checkpoint %d after a refused batch", cp)
+	}
+}
+
+// cancelling is a Source that cancels the projection's context at its n-th
+// record, once the store has applied some of the first ones (so that every
+// restart makes progress): the process killed while batches are on their
+// way.
+type cancelling struct {
+	*Log
+	store  projections.Store
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c cancelling) Read(ctx context.Context, from uint64, fn func(uint64, time.Time, domain.Event) error) error {
+	seen := 0
+	return c.Log.Read(ctx, from, func(seq uint64, at time.Time, e domain.Event) error {
+		if seen++; seen == c.n {
+			if err := c.store.WaitFor(ctx, from+uint64(c.n/2)); err != nil {
+				return err
+			}
+			c.cancel()
+		}
+		return fn(seq, at, e)
+	})
+}
+
+func testKilled(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
+	straight := open(t, rules, "straight")
+	Project(t, straight, w.Events, 5)
+	want := TakeSnapshot(t, straight)
+	head := uint64(len(w.Events))
+
+	s := open(t, rules, "killed")
+	log := NewLog(w.Events)
+	log.FailAfter(13)
+	for attempt := 0; ; attempt++ {
+		if attempt > len(w.Events) {
+			t.Fatal("no progress after as many restarts as events")
+		}
+		err := projections.NewRunner(log, s, projections.WithBatchMax(5)).RunTo(context.Background(), head)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, ErrInjected) {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+		// The restarted process opens its store again.
+		s = open(t, rules, "killed")
+	}
+	SameSnapshot(t, "restarted after read failures", TakeSnapshot(t, s), want)
+
+	c := open(t, rules, "cancelled")
+	for attempt := 0; ; attempt++ {
+		if attempt > len(w.Events) {
+			t.Fatal("no progress after as many restarts as events")
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		err := projections.NewRunner(cancelling{Log: NewLog(w.Events), store: c, n: 9, cancel: cancel}, c, projections.WithBatchMax(5)).RunTo(ctx, head)
+		cancel()
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("attempt %d: %v", attempt, err)
+		}
+		c = open(t, rules, "cancelled")
+	}
+	SameSnapshot(t, "restarted after cancellations", TakeSnapshot(t, c), want)
+}
+
+func testWaitFor(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
+	s := open(t, rules, "wait")
+	ctx := context.Background()
+	done := make(chan error, 1)
+	go func() { done <- s.WaitFor(ctx, 30) }()
+	Project(t, s, w.Events[:30], 4)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("wait for 30: %v", err)
+		}
+	case <-time.After(projections.WaitMax):
+		t.Fatal("WaitFor did not return after the position was applied")
+	}
+	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
+	defer cancel()
+	if err := s.WaitFor(short, 31); !errors.Is(err, projections.ErrNotReached) {
+		t.Fatalf("wait for an unreached position: %v, want ErrNotReached", err)
+	}
+}
+
+func testBounds(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
+	s := open(t, rules, "bounds")
+	Project(t, s, w.Events, projections.BatchMax)
+	ctx := context.Background()
+	if _, err := s.Accounts(ctx, "", projections.PageMax+1); !errors.Is(err, projections.ErrInvalid) {
+		t.Errorf("accounts page of %d: %v", projections.PageMax+1, err)
+	}
+	if _, err := s.History(ctx, "p1", "not-a-cursor", 5); !errors.Is(err, projections.ErrInvalid) {
+		t.Errorf("history with a bad cursor: %v", err)
+	}
+	if _, err := s.Journal(ctx, domain.PlayerAccount("p1"), projections.JournalCursor{}, -1); !errors.Is(err, projections.ErrInvalid) {
+		t.Errorf("journal page of -1: %v", err)
+	}
+	if _, err := s.Reconciliation(ctx, "week"); !errors.Is(err, projections.ErrInvalid) {
+		t.Errorf("reconciliation by week: %v", err)
+	}
+	for what, err := range map[string]error{
+		"account": func() error { _, err := s.Account(ctx, "ghost"); return err }(),
+		"block":   func() error { _, err := s.Block(ctx, "E9999-B001"); return err }(),
+		"last":    func() error { _, err := s.LastPlay(ctx, "ghost"); return err }(),
+	} {
+		if !errors.Is(err, projections.ErrNotFound) {
+			t.Errorf("%s of nobody: %v, want ErrNotFound", what, err)
+		}
+	}
+	if page, err := s.History(ctx, "ghost", "", 0); err != nil || len(page.Plays) != 0 || page.Next != "" {
+		t.Errorf("history of nobody: %+v, %v", page, err)
+	}
+}

@@ -1,0 +1,215 @@
+package projections
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+)
+
+// switchesMax bounds how many times in a row a Runner follows its store to
+// a rebuilt copy before giving up: one switch per rebuild is the norm.
+const switchesMax = 3
+
+// Runner keeps a Store up to date with a Source: it reads from the store's
+// checkpoint, gathers what the source has delivered into batches of at most
+// BatchMax, and applies them in order. Reading and applying overlap through
+// a bounded queue, so a batch fills while the previous one commits, and an
+// idle stream flushes each event at once.
+type Runner struct {
+	src      Source
+	store    Store
+	batchMax int
+	progress func(applied uint64)
+	applied  atomic.Uint64
+}
+
+// RunnerOption configures a Runner.
+type RunnerOption func(*Runner)
+
+// WithBatchMax sets the largest batch (1 to BatchMax; BatchMax by default).
+func WithBatchMax(n int) RunnerOption {
+	return func(r *Runner) {
+		if n >= 1 && n <= BatchMax {
+			r.batchMax = n
+		}
+	}
+}
+
+// WithProgress calls fn with the checkpoint after each applied batch, from
+// the Runner's goroutine: rebuilds show progress with it.
+func WithProgress(fn func(applied uint64)) RunnerOption {
+	return func(r *Runner) { r.progress = fn }
+}
+
+// NewRunner returns a runner that feeds store from src.
+func NewRunner(src Source, store Store, opts ...RunnerOption) *Runner {
+	r := &Runner{src: src, store: store, batchMax: BatchMax}
+	for _, o := range opts {
+		o(r)
+	}
+	return r
+}
+
+// Run applies the stream to the store from its checkpoint and follows the
+// tail until ctx ends (it returns ctx.Err()) or reading or applying fails
+// (it returns that error; a restarted Runner resumes from the checkpoint,
+// which covers exactly the batches applied).
+func (r *Runner) Run(ctx context.Context) error { return r.run(ctx, 0) }
+
+// RunTo applies the stream until the checkpoint reaches target, then returns
+// nil.
+func (r *Runner) RunTo(ctx context.Context, target uint64) error { return r.run(ctx, target) }
+
+// Applied returns the last sequence the Runner applied (the store's
+// checkpoint once Run has started).
+func (r *Runner) Applied() uint64 { return r.applied.Load() }
+
+// Lag is how far a projection is behind the stream.
+type Lag struct {
+	Applied uint64 `json:"applied"`
+	Head    uint64 `json:"head"`
+}
+
+// Events returns how many events the projection has yet to apply.
+func (l Lag) Events() uint64 {
+	if l.Head <= l.Applied {
+		return 0
+	}
+	return l.Head - l.Applied
+}
+
+// Lag reads the stream's head and returns it with the last applied
+// sequence, for metrics.
+func (r *Runner) Lag(ctx context.Context) (Lag, error) {
+	head, err := r.src.Head(ctx)
+	if err != nil {
+		return Lag{}, fmt.Errorf("projection lag: %w", err)
+	}
+	return Lag{Applied: r.applied.Load(), Head: head}, nil
+}
+
+func (r *Runner) run(ctx context.Context, target uint64) error {
+	for switches := 0; ; switches++ {
+		cp, err := r.store.Checkpoint(ctx)
+		if err != nil {
+			return fmt.Errorf("projection runner: %w", err)
+		}
+		r.applied.Store(cp)
+		if target > 0 && cp >= target {
+			return nil
+		}
+		err = r.runFrom(ctx, cp, target)
+		if errors.Is(err, ErrSwitched) && switches < switchesMax {
+			continue
+		}
+		return err
+	}
+}
+
+// errReached stops the reader once the target is applied.
+var errReached = errors.New("target reached")
+
+func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	queue := make(chan Envelope, 2*r.batchMax)
+	readErr := make(chan error, 1)
+	go func() {
+		defer close(queue)
+		readErr <- r.src.Read(rctx, cp+1, func(seq uint64, at time.Time, e domain.Event) error {
+			select {
+			case queue <- Envelope{Seq: seq, At: at, Event: e}:
+				return nil
+			case <-rctx.Done():
+				return context.Cause(rctx)
+			}
+		})
+	}()
+	batch := make([]Envelope, 0, r.batchMax)
+	stop := func(err error) error {
+		cancel(err)
+		for range queue {
+			// Drain so that the reader, blocked on a full queue, sees the
+			// cancellation and ends.
+		}
+		return err
+	}
+	for {
+		env, ok := <-queue
+		if !ok {
+			err := <-readErr
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err == nil {
+				err = errors.New("source ended without error")
+			}
+			return fmt.Errorf("projection runner: read from %d: %w", r.applied.Load()+1, err)
+		}
+		batch = append(batch[:0], env)
+	fill:
+		for len(batch) < r.batchMax {
+			select {
+			case env, ok := <-queue:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, env)
+			default:
+				break fill
+			}
+		}
+		if err := r.store.Apply(ctx, batch); err != nil {
+			return stop(fmt.Errorf("projection runner: apply %d to %d: %w", batch[0].Seq, batch[len(batch)-1].Seq, err))
+		}
+		last := batch[len(batch)-1].Seq
+		if last > r.applied.Load() {
+			r.applied.Store(last)
+		}
+		if r.progress != nil {
+			r.progress(r.applied.Load())
+		}
+		if target > 0 && r.applied.Load() >= target {
+			stop(errReached)
+			return nil
+		}
+	}
+}
+
+// WaitPoll waits until get reports a value of at least seq, polling with a
+// backoff from 1 ms to 50 ms, at most WaitMax or until ctx ends. wake, when
+// not nil, returns a channel closed at the next local apply, so that a
+// store that applies in-process answers without polling delay. Both stores
+// build WaitFor on it.
+func WaitPoll(ctx context.Context, seq uint64, get func(context.Context) (uint64, error), wake func() <-chan struct{}) error {
+	ctx, cancel := context.WithTimeout(ctx, WaitMax)
+	defer cancel()
+	delay := time.Millisecond
+	for {
+		var ch <-chan struct{}
+		if wake != nil {
+			ch = wake()
+		}
+		got, err := get(ctx)
+		if err == nil && got >= seq {
+			return nil
+		}
+		if err != nil && ctx.Err() == nil {
+			return fmt.Errorf("wait for sequence %d: %w", seq, err)
+		}
+		timer := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return fmt.Errorf("%w: wanted %d, at %d: %v", ErrNotReached, seq, got, ctx.Err())
+		case <-ch:
+		case <-timer.C:
+		}
+		timer.Stop()
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
