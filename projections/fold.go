@@ -244,6 +244,9 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		if !e.Proof.Tier.Valid() {
 			return errorsf(ErrInvalid, "play %s: unit %d has tier code %d", e.Play, e.Proof.Unit, uint8(e.Proof.Tier))
 		}
+		if _, unit, ok := domain.ParsePlayID(e.Play); !ok || unit != e.Proof.Unit {
+			return errorsf(ErrInvalid, "play %s was assigned the proof of unit %d", e.Play, e.Proof.Unit)
+		}
 		b := c.block(e.Block, seq)
 		b.Assigned[e.Proof.Tier]++
 		d := Counters{PrizesOwed: f.prizes[e.Proof.Tier]}

@@ -60,6 +60,9 @@ const (
 	// projection does not reach in that time gets ErrNotReached instead
 	// of hanging.
 	WaitMax = 10 * time.Second
+	// ReconciliationRowsMax bounds the rows of one reconciliation scope
+	// (blocks, emissions or days: a few thousand in a decade).
+	ReconciliationRowsMax = 100_000
 	// LimitChangesMax bounds the limit changes replayed for one account's
 	// limits in force (they are a handful in practice).
 	LimitChangesMax = 10_000

@@ -257,7 +257,9 @@ func (s *Store) Journal(_ context.Context, account string, after projections.Jou
 		i++
 	}
 	end := min(i+limit, len(lines))
-	return slices.Clone(lines[i:end:end]), nil
+	out := make([]projections.JournalLine, end-i)
+	copy(out, lines[i:end])
+	return out, nil
 }
 
 // AccountTotals implements projections.Store.
@@ -348,7 +350,7 @@ func copyPlay(p *projections.Play) projections.Play {
 func (s *Store) Reconciliation(_ context.Context, scope projections.Scope) ([]projections.Reconciliation, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
-	var out []projections.Reconciliation
+	out := []projections.Reconciliation{}
 	switch scope {
 	case projections.ScopeBlock:
 		for _, id := range s.blockIDs {

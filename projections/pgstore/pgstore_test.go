@@ -1,0 +1,107 @@
+package pgstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/projections"
+	"github.com/fdj/tresor/projections/memstore"
+	"github.com/fdj/tresor/projections/pgstore"
+	"github.com/fdj/tresor/projections/projectionstest"
+)
+
+func TestConformance(t *testing.T) {
+	projectionstest.Run(t, func(tb testing.TB, rules *domain.RuleSet, name string) projections.Store {
+		return openStore(tb, rules, name)
+	})
+}
+
+// TestSameRowsAsMemory projects one generated stream into both stores and
+// compares every row they serve.
+func TestSameRowsAsMemory(t *testing.T) {
+	rules := projectionstest.SmallRules(t)
+	w := projectionstest.Standard(t, rules)
+	// A second emission sold out by the same players, to cover several
+	// emissions and blocks.
+	w.Emission(200, 1)
+	for i := range rules.BlockUnits {
+		w.Advance(time.Minute)
+		play := w.Stake([]string{"p1", "p2", "p3"}[i%3], 200)
+		w.Must(domain.CompletePlay{Play: play})
+	}
+	mem := memstore.New(rules)
+	projectionstest.Project(t, mem, w.Events, 11)
+	pg := openStore(t, rules, "pg")
+	projectionstest.Project(t, pg, w.Events, 11)
+	want := projectionstest.TakeSnapshot(t, mem)
+	projectionstest.SameSnapshot(t, "PostgreSQL against memory", projectionstest.TakeSnapshot(t, pg), want)
+	// Reconciliation differences are zero in both.
+	for _, rows := range want.Reconciliation {
+		for _, r := range rows {
+			if r.Difference != 0 {
+				t.Errorf("%s %s: difference %s", r.Scope, r.Key, r.Difference)
+			}
+		}
+	}
+}
+
+// TestRebuildSwitchesReaders rebuilds a live projection from the first event
+// while the stream grows: readers keep reading, the live runner follows the
+// switch, and the rebuilt copy ends identical to a projection that never
+// stopped.
+func TestRebuildSwitchesReaders(t *testing.T) {
+	rules := projectionstest.SmallRules(t)
+	w := projectionstest.Standard(t, rules)
+	half := len(w.Events) / 2
+	log := projectionstest.NewLog(w.Events[:half])
+	live := openStore(t, rules, "live")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	runErr := make(chan error, 1)
+	go func() { runErr <- projections.NewRunner(log, live, projections.WithBatchMax(9)).Run(ctx) }()
+	if err := live.WaitFor(ctx, uint64(half)); err != nil {
+		t.Fatal(err)
+	}
+	ns := namespace(t, "live")
+	var reports []pgstore.Progress
+	gen, err := pgstore.Rebuild(ctx, testPool, pgstore.Config{Rules: rules, Namespace: ns}, log, func(p pgstore.Progress) { reports = append(reports, p) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gen != 2 || len(reports) == 0 || !reports[len(reports)-1].Switched || reports[len(reports)-1].Applied != uint64(half) {
+		t.Fatalf("rebuild: generation %d, reports %+v", gen, reports)
+	}
+	// The stream goes on; the live runner moves to generation 2.
+	log.Append(w.Events[half:]...)
+	reader, err := pgstore.Open(ctx, testPool, pgstore.Config{Rules: rules, Namespace: ns})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reader.Generation() != 2 {
+		t.Fatalf("a new reader opens generation %d, want 2", reader.Generation())
+	}
+	if err := reader.WaitFor(ctx, uint64(len(w.Events))); err != nil {
+		t.Fatalf("the rebuilt copy does not follow the stream: %v", err)
+	}
+	mem := memstore.New(rules)
+	projectionstest.Project(t, mem, w.Events, 50)
+	projectionstest.SameSnapshot(t, "rebuilt copy", projectionstest.TakeSnapshot(t, reader), projectionstest.TakeSnapshot(t, mem))
+	if live.Generation() != 2 {
+		t.Fatalf("the live store is on generation %d, want 2", live.Generation())
+	}
+	cancel()
+	if err := <-runErr; !errors.Is(err, context.Canceled) {
+		t.Fatalf("live runner: %v", err)
+	}
+	// A second rebuild drops generation 1 and retires 2.
+	if gen, err := pgstore.Rebuild(context.Background(), testPool, pgstore.Config{Rules: rules, Namespace: ns}, log, nil); err != nil || gen != 3 {
+		t.Fatalf("second rebuild: %d, %v", gen, err)
+	}
+	var schemas int
+	if err := testPool.QueryRow(context.Background(), `SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE $1`, ns+"_g%").Scan(&schemas); err != nil || schemas != 2 {
+		t.Fatalf("%d generation schemas after two rebuilds, want 2 (current and retired): %v", schemas, err)
+	}
+}
