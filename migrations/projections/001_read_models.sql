@@ -45,9 +45,9 @@ CREATE TABLE {{.schema}}.journal (
     counterpart text NOT NULL,
     event_type  text NOT NULL,
     ref         text NOT NULL,
-    PRIMARY KEY (seq, line)
+    -- One index serves both uniqueness and an account's pages.
+    PRIMARY KEY (account, seq, line)
 );
-CREATE INDEX journal_by_account ON {{.schema}}.journal (account, seq, line);
 
 -- Running sums of the journal per ledger account.
 CREATE TABLE {{.schema}}.account_totals (
@@ -100,7 +100,8 @@ CREATE TABLE {{.schema}}.block_tiers (
     PRIMARY KEY (block, tier)
 );
 
--- Player history (Article 4.2): one row per play, throws as a JSON array.
+-- Player history (Article 4.2): one row per play. throws holds 16 bytes per
+-- throw (pgstore's throw encoding), appended as they are made.
 CREATE TABLE {{.schema}}.plays (
     id             text PRIMARY KEY,
     player         text NOT NULL,
@@ -113,7 +114,7 @@ CREATE TABLE {{.schema}}.plays (
     proof_tier     smallint,
     proof_salt     bytea,
     proof_path     bytea,
-    throws         jsonb NOT NULL,
+    throws         bytea NOT NULL,
     tier           smallint,
     prize          bigint,
     settled_at     timestamptz,

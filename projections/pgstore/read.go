@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -296,11 +295,8 @@ func readPlays(ctx context.Context, db querier, sql string, args ...any) ([]proj
 			a := domain.Amount(*prize)
 			p.Prize = &a
 		}
-		if err := json.Unmarshal(throws, &p.Throws); err != nil {
-			return p, fmt.Errorf("play %s: throws: %w", p.ID, err)
-		}
-		for i := range p.Throws {
-			p.Throws[i].At = utc(p.Throws[i].At)
+		if p.Throws, err = decodeThrows(throws); err != nil {
+			return p, fmt.Errorf("play %s: %w", p.ID, err)
 		}
 		return p, nil
 	})

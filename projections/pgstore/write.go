@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"time"
 
@@ -79,13 +78,13 @@ func newStatements(schema, control string) *statements {
 			WHERE t.block = u.block AND t.tier = u.tier`),
 		insertPlays: f(`INSERT INTO {s}.plays (` + playColumns + `)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::timestamptz[], $7::int8[], $8::text[],
-				$9::int2[], $10::bytea[], $11::bytea[], $12::jsonb[], $13::int2[], $14::int8[], $15::timestamptz[], $16::int8[], $17::int8[])`),
+				$9::int2[], $10::bytea[], $11::bytea[], $12::bytea[], $13::int2[], $14::int8[], $15::timestamptz[], $16::int8[], $17::int8[])`),
 		updatePlays: f(`UPDATE {s}.plays p SET proof_tier = COALESCE(u.proof_tier, p.proof_tier),
 				proof_salt = COALESCE(u.proof_salt, p.proof_salt), proof_path = COALESCE(u.proof_path, p.proof_path),
 				throws = p.throws || u.throws, status = COALESCE(u.status, p.status), tier = COALESCE(u.tier, p.tier),
 				prize = COALESCE(u.prize, p.prize), settled_at = COALESCE(u.settled_at, p.settled_at),
 				balance_after = COALESCE(u.balance_after, p.balance_after)
-			FROM unnest($1::text[], $2::text[], $3::int2[], $4::bytea[], $5::bytea[], $6::jsonb[], $7::text[], $8::int2[],
+			FROM unnest($1::text[], $2::text[], $3::int2[], $4::bytea[], $5::bytea[], $6::bytea[], $7::text[], $8::int2[],
 				$9::int8[], $10::timestamptz[], $11::int8[])
 				AS u(id, player, proof_tier, proof_salt, proof_path, throws, status, tier, prize, settled_at, balance_after)
 			WHERE p.id = u.id AND p.player = u.player`),
@@ -392,43 +391,42 @@ func proofColumns(p *domain.UnitProof) (*int16, []byte, []byte) {
 
 func writePlays(c *projections.Changes, q *statements, queue queueFunc) error {
 	var ins struct {
-		id, player, block, status, throws []string
-		seq, stake, before, after         []int64
-		unit                              []int32
-		at                                []time.Time
-		proofTier, tier                   []*int16
-		salt, path                        [][]byte
-		prize                             []*int64
-		settledAt                         []*time.Time
+		id, player, block, status []string
+		throws                    [][]byte
+		seq, stake, before, after []int64
+		unit                      []int32
+		at                        []time.Time
+		proofTier, tier           []*int16
+		salt, path                [][]byte
+		prize                     []*int64
+		settledAt                 []*time.Time
 	}
 	var upd struct {
-		id, player, throws []string
-		status             []*string
-		proofTier, tier    []*int16
-		salt, path         [][]byte
-		prize, after       []*int64
-		settledAt          []*time.Time
+		id, player      []string
+		throws          [][]byte
+		status          []*string
+		proofTier, tier []*int16
+		salt, path      [][]byte
+		prize, after    []*int64
+		settledAt       []*time.Time
 	}
 	for _, pc := range c.Plays {
 		if p := pc.New; p != nil {
-			throws, err := json.Marshal(p.Throws)
+			throws, err := encodeThrows(p.Throws)
 			if err != nil {
-				return fmt.Errorf("encode throws of %s: %w", p.ID, err)
+				return fmt.Errorf("play %s: %w", p.ID, err)
 			}
 			pt, salt, path := proofColumns(p.Proof)
 			ins.id, ins.player, ins.block, ins.status = append(ins.id, p.ID), append(ins.player, p.Player), append(ins.block, p.Block), append(ins.status, string(p.Status))
-			ins.throws, ins.seq, ins.stake = append(ins.throws, string(throws)), append(ins.seq, int64(p.Seq)), append(ins.stake, int64(p.Stake))
+			ins.throws, ins.seq, ins.stake = append(ins.throws, throws), append(ins.seq, int64(p.Seq)), append(ins.stake, int64(p.Stake))
 			ins.before, ins.after, ins.unit, ins.at = append(ins.before, int64(p.BalanceBefore)), append(ins.after, int64(p.BalanceAfter)), append(ins.unit, int32(p.Unit)), append(ins.at, p.At)
 			ins.proofTier, ins.salt, ins.path = append(ins.proofTier, pt), append(ins.salt, salt), append(ins.path, path)
 			ins.tier, ins.prize, ins.settledAt = append(ins.tier, tierPtr(p.Tier)), append(ins.prize, amountPtr(p.Prize)), append(ins.settledAt, p.SettledAt)
 			continue
 		}
-		throws := []byte("[]")
-		if len(pc.Throws) > 0 {
-			var err error
-			if throws, err = json.Marshal(pc.Throws); err != nil {
-				return fmt.Errorf("encode throws of %s: %w", pc.ID, err)
-			}
+		throws, err := encodeThrows(pc.Throws)
+		if err != nil {
+			return fmt.Errorf("play %s: %w", pc.ID, err)
 		}
 		var status *string
 		if pc.Status != nil {
@@ -436,7 +434,7 @@ func writePlays(c *projections.Changes, q *statements, queue queueFunc) error {
 			status = &s
 		}
 		pt, salt, path := proofColumns(pc.Proof)
-		upd.id, upd.player, upd.throws, upd.status = append(upd.id, pc.ID), append(upd.player, pc.Player), append(upd.throws, string(throws)), append(upd.status, status)
+		upd.id, upd.player, upd.throws, upd.status = append(upd.id, pc.ID), append(upd.player, pc.Player), append(upd.throws, throws), append(upd.status, status)
 		upd.proofTier, upd.salt, upd.path = append(upd.proofTier, pt), append(upd.salt, salt), append(upd.path, path)
 		upd.tier, upd.prize, upd.settledAt, upd.after = append(upd.tier, tierPtr(pc.Tier)), append(upd.prize, amountPtr(pc.Prize)), append(upd.settledAt, pc.SettledAt), append(upd.after, amountPtr(pc.BalanceAfter))
 	}

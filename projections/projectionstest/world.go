@@ -228,3 +228,42 @@ func Standard(tb testing.TB, rules *domain.RuleSet) *World {
 	w.Must(domain.ConfigureAccount{Player: "p5", SelfExcluded: true})
 	return w
 }
+
+// Busy is a stream of plays at the rate of a busy day, for benchmarks:
+// players (one per 20 plays) stake on one 1 € block of the rules given (a
+// real 450 000-unit block with the rules in force, so proofs have their real
+// length; plays must not exceed the block); nine plays in ten are thrown by their players, one in ten is
+// abandoned after two throws and completed by the system; plays overlap
+// eight at a time.
+func Busy(tb testing.TB, rules *domain.RuleSet, plays int) *World {
+	tb.Helper()
+	w := NewWorld(tb, rules, Start, 0)
+	players := make([]string, max(1, plays/20))
+	for i := range players {
+		players[i] = fmt.Sprintf("player-%05d", i)
+		w.Player(players[i], 50_000)
+	}
+	w.Emission(100, 1)
+	var open []string
+	finish := func(i int, play string) {
+		player := w.Ledger.Plays[play].Player
+		if i%10 == 9 {
+			w.Throws(player, play, 2)
+			w.Must(domain.CompletePlay{Play: play})
+			return
+		}
+		w.Throws(player, play, domain.ThrowCount)
+	}
+	for i := range plays {
+		w.Advance(250 * time.Millisecond)
+		open = append(open, w.Stake(players[i%len(players)], 100))
+		if len(open) == 8 {
+			finish(i, open[0])
+			open = open[1:]
+		}
+	}
+	for i, play := range open {
+		finish(i, play)
+	}
+	return w
+}
