@@ -1,0 +1,453 @@
+package eventstore
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// CommitterConfig configures group commit for one chain. Zero fields take
+// the documented defaults.
+type CommitterConfig struct {
+	// QueueMax bounds requests waiting to be batched (default 65 536).
+	// Submit blocks, bounded by its context, while the queue is full.
+	QueueMax int
+	// BatchEventsMax bounds the events of one batch, seal included
+	// (default and maximum BatchEventsMax).
+	BatchEventsMax int
+	// AggregateCacheMax bounds the per-aggregate last sequences the
+	// committer remembers to check expectations (default 100 000); past it
+	// the cache is dropped and refilled from the server on demand.
+	AggregateCacheMax int
+	// SealKey signs Seal events; nil disables seals.
+	SealKey ed25519.PrivateKey
+	// SealEvery seals after this many events (default 10 000).
+	SealEvery int
+	// SealInterval seals at least this often while events arrive
+	// (default 1 minute).
+	SealInterval time.Duration
+}
+
+func (c *CommitterConfig) setDefaults() error {
+	if c.QueueMax == 0 {
+		c.QueueMax = 65536
+	}
+	if c.BatchEventsMax == 0 {
+		c.BatchEventsMax = BatchEventsMax
+	}
+	if c.AggregateCacheMax == 0 {
+		c.AggregateCacheMax = 100_000
+	}
+	if c.SealEvery == 0 {
+		c.SealEvery = 10_000
+	}
+	if c.SealInterval == 0 {
+		c.SealInterval = time.Minute
+	}
+	if c.QueueMax < 1 || c.BatchEventsMax < 2 || c.BatchEventsMax > BatchEventsMax || c.AggregateCacheMax < 1 ||
+		c.SealEvery < 1 || c.SealInterval <= 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
+		return fmt.Errorf("committer config %+v: %w", *c, ErrInvalid)
+	}
+	return nil
+}
+
+// AppendResult answers one submitted request.
+type AppendResult struct {
+	// Sequences are the stream sequences of the request's events, in order.
+	Sequences []uint64
+	// Err is nil on success; otherwise nothing of the request was written
+	// (or, for ErrOutcomeUnknown, it is not known).
+	Err error
+}
+
+// Committer merges concurrent append requests of one chain into atomic
+// batches: group commit. Each request is an atomic unit; the committer
+// keeps at most one batch in flight and builds the next one meanwhile.
+//
+// Ordering: requests are batched in the order Submit enqueued them, and
+// batches commit one at a time in that order, so if Submit(a) returned
+// before Submit(b) was called, a's events precede b's in the stream. A
+// request refused for its own expectations does not stop the others; any
+// batch failure stops the committer and fails every later request, so a
+// request never commits after an earlier one failed that way.
+type Committer interface {
+	// Submit enqueues req and returns at once (unless the queue is full:
+	// then it waits, bounded by ctx) with a channel that receives exactly
+	// one AppendResult. Result errors: *ConflictError (ErrConflict) when
+	// one of req's expectations fails, nothing of req written; ErrFenced
+	// when another writer moved the chain; ErrOutcomeUnknown when a batch's
+	// acknowledgement was lost; ErrInvalid, *SchemaError for a bad request;
+	// ErrClosed after Close; ctx.Err() if ctx ends before the request is
+	// enqueued.
+	Submit(ctx context.Context, req AppendRequest) <-chan AppendResult
+	// Head is the chain head as of the last acknowledged batch.
+	Head() Head
+	// Err is the error that stopped the committer, nil while it runs.
+	Err() error
+	// Close commits what was submitted, stops, and returns Err().
+	Close() error
+}
+
+// pending is one submitted request on its way through the committer.
+type pending struct {
+	req    AppendRequest
+	result chan AppendResult
+	recs   int // index of its first event in the batch
+}
+
+// batch is a built, hashed batch on its way to the sender.
+type batch struct {
+	recs    []RecordedEvent
+	members []*pending
+	head    Head // tentative head after this batch (stream sequence unknown)
+}
+
+// sent is a batch after its commit attempt.
+type sent struct {
+	b    *batch
+	seqs []uint64
+	err  error
+}
+
+type committer struct {
+	store *NATSStore
+	chain string
+	cfg   CommitterConfig
+
+	mu     sync.RWMutex // guards closed against Submit's send
+	closed bool
+	reqs   chan *pending
+	toSend chan *batch
+	acks   chan sent
+	done   chan struct{} // closed when the loop has exited
+
+	stateMu sync.Mutex
+	head    Head  // acknowledged head
+	err     error // first fatal error
+}
+
+// NewCommitter implements Store.
+func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg CommitterConfig) (Committer, error) {
+	if err := ValidateChain(chain); err != nil {
+		return nil, err
+	}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
+	}
+	head, err := s.ChainHead(ctx, chain)
+	if err != nil {
+		return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
+	}
+	c := &committer{
+		store:  s,
+		chain:  chain,
+		cfg:    cfg,
+		reqs:   make(chan *pending, cfg.QueueMax),
+		toSend: make(chan *batch),
+		acks:   make(chan sent, 1),
+		done:   make(chan struct{}),
+		head:   head,
+	}
+	go c.send(head.Sequence)
+	go c.loop(head)
+	return c, nil
+}
+
+func answer(p *pending, seqs []uint64, err error) {
+	p.result <- AppendResult{Sequences: seqs, Err: err}
+}
+
+// Submit implements Committer.
+func (c *committer) Submit(ctx context.Context, req AppendRequest) <-chan AppendResult {
+	p := &pending{req: req, result: make(chan AppendResult, 1)}
+	if err := c.store.validateRequest(c.chain, &req, c.cfg.BatchEventsMax-1); err != nil {
+		answer(p, nil, err)
+		return p.result
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	if c.closed {
+		answer(p, nil, fmt.Errorf("submit to chain %s: %w", c.chain, ErrClosed))
+		return p.result
+	}
+	select {
+	case c.reqs <- p:
+	case <-ctx.Done():
+		answer(p, nil, fmt.Errorf("submit to chain %s: %w", c.chain, ctx.Err()))
+	}
+	return p.result
+}
+
+// Head implements Committer.
+func (c *committer) Head() Head {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return c.head
+}
+
+// Err implements Committer.
+func (c *committer) Err() error {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return c.err
+}
+
+// Close implements Committer.
+func (c *committer) Close() error {
+	c.mu.Lock()
+	if !c.closed {
+		c.closed = true
+		close(c.reqs)
+	}
+	c.mu.Unlock()
+	<-c.done
+	return c.Err()
+}
+
+// send commits batches one at a time, each fenced on the stream sequence
+// acknowledged for the previous one. After a failure it fails every later
+// batch without sending it.
+func (c *committer) send(fence uint64) {
+	var failed error
+	msgs := make([]*nats.Msg, 0, c.cfg.BatchEventsMax)
+	for b := range c.toSend {
+		if failed != nil {
+			c.acks <- sent{b: b, err: failed}
+			continue
+		}
+		seqs, err := c.store.commitBatch(context.Background(), c.chain, fence, b.recs, msgs)
+		if err != nil {
+			if errors.Is(err, ErrConflict) {
+				err = fmt.Errorf("commit to chain %s: %w: %w", c.chain, ErrFenced, err)
+			}
+			failed = err
+		} else {
+			fence = seqs[len(seqs)-1]
+		}
+		c.acks <- sent{b: b, seqs: seqs, err: err}
+	}
+	close(c.acks)
+}
+
+// loopState is owned by the loop goroutine.
+type loopState struct {
+	tentative Head                 // head after every built batch
+	acked     Head                 // head after every acknowledged batch
+	cache     map[Aggregate]uint64 // last committed sequence per aggregate
+	inFlight  map[Aggregate]int    // events built but not yet acknowledged
+	cur       *batch               // batch being built
+	next      *pending             // request that did not fit in cur
+	sealPos   uint64               // chain position of the last seal event
+	sealedAt  uint64               // chain position of the last sealed head
+	sealDue   bool                 // the interval elapsed
+	inFlightN int                  // batches handed to the sender, not acknowledged
+	failed    error                // fatal error: answer everything with it
+}
+
+// loop batches requests, hashes them onto the chain, hands batches to the
+// sender and answers requests when their batch is acknowledged.
+func (c *committer) loop(head Head) {
+	defer close(c.done)
+	st := &loopState{tentative: head, acked: head, sealedAt: head.ChainSeq, sealPos: head.ChainSeq,
+		cache: map[Aggregate]uint64{}, inFlight: map[Aggregate]int{}}
+	var tick <-chan time.Time
+	if c.cfg.SealKey != nil {
+		t := time.NewTicker(c.cfg.SealInterval)
+		defer t.Stop()
+		tick = t.C
+	}
+	reqs := c.reqs
+	senderOpen := true
+	for {
+		// Seal when due, at the start of a fresh batch.
+		// A seal covers the acknowledged head; it is due after SealEvery
+		// events, when the interval elapsed, and on Close, provided events
+		// other than the last seal were acknowledged since.
+		if st.failed == nil && c.cfg.SealKey != nil && st.cur == nil && st.next == nil && st.acked.ChainSeq > st.sealPos &&
+			(st.acked.ChainSeq-st.sealedAt >= uint64(c.cfg.SealEvery) || st.sealDue || (reqs == nil && st.inFlightN == 0)) {
+			c.addSeal(st)
+		}
+		if st.next != nil && st.failed == nil {
+			if c.tryAdd(st, st.next) {
+				st.next = nil
+			}
+		}
+		var toSend chan *batch
+		if st.cur != nil && len(st.cur.recs) > 0 {
+			toSend = c.toSend
+		}
+		in := reqs
+		if st.next != nil { // batch full: stop reading, push back on Submit
+			in = nil
+		}
+		if reqs == nil && st.next == nil && toSend == nil && st.inFlightN == 0 {
+			if senderOpen {
+				close(c.toSend)
+				senderOpen = false
+			}
+			// Drain the sender's close.
+			for range c.acks {
+			}
+			return
+		}
+		select {
+		case p, ok := <-in:
+			if !ok {
+				reqs = nil
+				continue
+			}
+			if st.failed != nil {
+				answer(p, nil, st.failed)
+				continue
+			}
+			if !c.tryAdd(st, p) {
+				st.next = p
+			}
+		case toSend <- st.cur:
+			st.inFlightN++
+			st.cur = nil
+		case a := <-c.acks:
+			st.inFlightN--
+			c.acked(st, a)
+		case <-tick:
+			st.sealDue = true
+		}
+	}
+}
+
+// tryAdd checks p's expectations against the committer's own state and
+// appends its events to the current batch. It returns false when p does
+// not fit (the batch must go first); a refused request is answered.
+func (c *committer) tryAdd(st *loopState, p *pending) bool {
+	if st.cur != nil && len(st.cur.recs)+len(p.req.Events) > c.cfg.BatchEventsMax {
+		return false
+	}
+	if err := c.checkExpectations(st, &p.req); err != nil {
+		answer(p, nil, err)
+		return true
+	}
+	if st.cur == nil {
+		st.cur = &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax)}
+	}
+	p.recs = len(st.cur.recs)
+	st.cur.recs, st.tentative = c.store.record(c.chain, st.tentative, p.req.Events, c.store.cfg.Now().UTC(), st.cur.recs)
+	st.cur.members = append(st.cur.members, p)
+	st.cur.head = st.tentative
+	for i := range p.req.Events {
+		st.inFlight[p.req.Events[i].Aggregate]++
+	}
+	return true
+}
+
+// checkExpectations checks a request against the committer's view: the
+// chain's tentative head, and per aggregate the last acknowledged sequence
+// (an aggregate with events still in flight fails any expectation, since
+// the caller cannot have seen their sequences).
+func (c *committer) checkExpectations(st *loopState, req *AppendRequest) error {
+	chainSubj := c.store.subj.chain(c.chain)
+	if req.ExpectChain.set {
+		if st.tentative.ChainSeq != st.acked.ChainSeq || req.ExpectChain.seq != st.acked.Sequence {
+			return &ConflictError{Chain: c.chain, Subject: chainSubj, Expected: req.ExpectChain.seq, Actual: st.acked.Sequence}
+		}
+	}
+	for _, e := range req.ExpectAggregates {
+		subject := c.store.subj.event(c.chain, e.Aggregate)
+		if st.inFlight[e.Aggregate] > 0 {
+			return &ConflictError{Chain: c.chain, Subject: subject, Expected: e.LastSeq}
+		}
+		last, ok := st.cache[e.Aggregate]
+		if !ok {
+			m, err := c.store.lastMsg(context.Background(), subject)
+			if err != nil {
+				return fmt.Errorf("check expectation on %s: %w", subject, err)
+			}
+			if m != nil {
+				last = m.Sequence
+			}
+			c.remember(st, e.Aggregate, last)
+		}
+		if last != e.LastSeq {
+			return &ConflictError{Chain: c.chain, Subject: subject, Expected: e.LastSeq, Actual: last}
+		}
+	}
+	return nil
+}
+
+func (c *committer) remember(st *loopState, agg Aggregate, seq uint64) {
+	if len(st.cache) >= c.cfg.AggregateCacheMax {
+		clear(st.cache)
+	}
+	st.cache[agg] = seq
+}
+
+// addSeal starts a new batch with a Seal of the last acknowledged head.
+func (c *committer) addSeal(st *loopState) {
+	ev, err := newSeal(c.chain, st.acked, c.cfg.SealKey)
+	if err != nil {
+		c.fail(st, err)
+		return
+	}
+	st.cur = &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax)}
+	st.cur.recs, st.tentative = c.store.record(c.chain, st.tentative, []Event{ev}, c.store.cfg.Now().UTC(), st.cur.recs)
+	st.cur.head = st.tentative
+	st.sealedAt = st.acked.ChainSeq
+	st.sealPos = st.tentative.ChainSeq
+	st.sealDue = false
+}
+
+// acked answers the members of an acknowledged (or failed) batch.
+func (c *committer) acked(st *loopState, a sent) {
+	for _, p := range a.b.members {
+		for i := range p.req.Events {
+			agg := p.req.Events[i].Aggregate
+			if st.inFlight[agg]--; st.inFlight[agg] <= 0 {
+				delete(st.inFlight, agg)
+			}
+			if a.err == nil {
+				c.remember(st, agg, a.seqs[p.recs+i])
+			}
+		}
+	}
+	if a.err != nil {
+		c.fail(st, a.err)
+		for _, p := range a.b.members {
+			answer(p, nil, a.err)
+		}
+		return
+	}
+	for _, p := range a.b.members {
+		answer(p, a.seqs[p.recs:p.recs+len(p.req.Events)], nil)
+	}
+	last := a.b.recs[len(a.b.recs)-1]
+	st.acked = Head{Sequence: a.seqs[len(a.seqs)-1], ChainSeq: last.ChainSeq, Hash: last.Hash}
+	c.stateMu.Lock()
+	c.head = st.acked
+	c.stateMu.Unlock()
+}
+
+// fail stops the committer: the batch being built and every later request
+// get err.
+func (c *committer) fail(st *loopState, err error) {
+	if st.failed != nil {
+		return
+	}
+	st.failed = err
+	c.stateMu.Lock()
+	c.err = err
+	c.stateMu.Unlock()
+	if st.cur != nil {
+		for _, p := range st.cur.members {
+			answer(p, nil, err)
+		}
+		st.cur = nil
+	}
+	if st.next != nil {
+		answer(st.next, nil, err)
+		st.next = nil
+	}
+}

@@ -1,0 +1,144 @@
+package eventstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// decodeJS decodes a consumed message, checks its hash and upcasts it.
+func (s *NATSStore) decodeJS(m jetstream.Msg) (RecordedEvent, error) {
+	md, err := m.Metadata()
+	if err != nil {
+		return RecordedEvent{}, fmt.Errorf("read message metadata: %w", err)
+	}
+	ev, err := s.subj.decode(m.Subject(), md.Sequence.Stream, m.Headers(), m.Data())
+	if err != nil {
+		return RecordedEvent{}, err
+	}
+	if s.cfg.Registry != nil {
+		if err := s.cfg.Registry.Upcast(&ev); err != nil {
+			return RecordedEvent{}, err
+		}
+	}
+	return ev, nil
+}
+
+// consume runs an ordered consumer over filter from sequence from and calls
+// fn for each event until stop says so. Each wait for a message is bounded
+// by Config.RequestTimeout when bounded (catch-up reads), or only by ctx (following the
+// tail). contiguous requires stream sequences without gaps (whole-stream
+// reads).
+func (s *NATSStore) consume(ctx context.Context, filter string, from uint64, contiguous, bounded bool,
+	fn func(RecordedEvent) (stop bool, err error)) error {
+	if from == 0 {
+		from = 1
+	}
+	cfg := jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
+		OptStartSeq:   from,
+		// Bound resets: a connection that stays broken surfaces as an
+		// error instead of an endless silent retry.
+		MaxResetAttempts: 10,
+	}
+	if filter != "" {
+		cfg.FilterSubjects = []string{filter}
+	}
+	cctx, cancel := s.reqCtx(ctx)
+	cons, err := s.stream.OrderedConsumer(cctx, cfg)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("create ordered consumer on %s from %d: %w", s.cfg.Stream, from, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.ReadBatchMax))
+	if err != nil {
+		return fmt.Errorf("read %s from %d: %w", s.cfg.Stream, from, err)
+	}
+	defer it.Stop()
+	next := from
+	for {
+		var m jetstream.Msg
+		if bounded {
+			m, err = it.Next(jetstream.NextMaxWait(s.cfg.RequestTimeout))
+		} else {
+			m, err = it.Next(jetstream.NextContext(ctx))
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("read %s at sequence %d: %w", s.cfg.Stream, next, err)
+		}
+		ev, err := s.decodeJS(m)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", s.cfg.Stream, err)
+		}
+		if ev.Sequence < next || (contiguous && ev.Sequence != next) {
+			return fmt.Errorf("read %s: want sequence %d, got %d: %w", s.cfg.Stream, next, ev.Sequence, ErrGap)
+		}
+		next = ev.Sequence + 1
+		stop, err := fn(ev)
+		if err != nil || stop {
+			return err
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// LoadAggregate implements Store.
+func (s *NATSStore) LoadAggregate(ctx context.Context, chain string, agg Aggregate) ([]RecordedEvent, error) {
+	if err := ValidateChain(chain); err != nil {
+		return nil, err
+	}
+	subject := s.subj.event(chain, agg)
+	last, err := s.lastMsg(ctx, subject)
+	if err != nil || last == nil {
+		return nil, err
+	}
+	var out []RecordedEvent
+	err = s.consume(ctx, subject, 1, false, true, func(ev RecordedEvent) (bool, error) {
+		if len(out) == s.cfg.AggregateEventsMax {
+			return true, fmt.Errorf("aggregate %s holds more than %d events: %w", subject, s.cfg.AggregateEventsMax, ErrInvalid)
+		}
+		out = append(out, ev)
+		return ev.Sequence >= last.Sequence, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("load aggregate %s: %w", subject, err)
+	}
+	return out, nil
+}
+
+// ReadFrom implements Store.
+func (s *NATSStore) ReadFrom(ctx context.Context, from uint64, fn func(RecordedEvent) error) (uint64, error) {
+	last, err := s.LastSequence(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if from == 0 {
+		from = 1
+	}
+	if last < from {
+		return last, nil
+	}
+	err = s.consume(ctx, "", from, true, true, func(ev RecordedEvent) (bool, error) {
+		if err := fn(ev); err != nil {
+			return true, err
+		}
+		return ev.Sequence >= last, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return last, nil
+}
+
+// Follow implements Store.
+func (s *NATSStore) Follow(ctx context.Context, from uint64, fn func(RecordedEvent) error) error {
+	return s.consume(ctx, "", from, true, false, func(ev RecordedEvent) (bool, error) {
+		return false, fn(ev)
+	})
+}

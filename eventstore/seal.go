@@ -1,0 +1,272 @@
+package eventstore
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+)
+
+// The store's own Seal event. Its type is registered in every Registry.
+const (
+	SealType          = "eventstore.Seal"
+	SealSchemaVersion = 1
+	// SealKind is the aggregate kind of seals; the '_' prefix is reserved
+	// so that no domain aggregate can collide with it.
+	SealKind = "_seal"
+)
+
+// sealTag opens the signed bytes of a seal, so that a seal signature can
+// never be replayed as a signature of anything else.
+const sealTag = "tresor-seal-v1"
+
+// Seal is the payload of a Seal event: a signed statement of a chain's head
+// at a past position. It lets an auditor start verification at the seal
+// instead of the first event, and proves who wrote the log up to there.
+type Seal struct {
+	// Chain is the sealed chain.
+	Chain string `json:"chain"`
+	// Sequence is the stream sequence of the sealed head.
+	Sequence uint64 `json:"sequence"`
+	// ChainSeq is the sealed head's position in the chain, which is also
+	// the number of events the chain held (the count).
+	ChainSeq uint64 `json:"chain_seq"`
+	// Hash is the sealed head's hash, lowercase hex.
+	Hash string `json:"hash"`
+	// KeyID is the first 8 bytes of SHA-256 of the public key, hex: it
+	// names the key without carrying it.
+	KeyID string `json:"key_id"`
+	// Signature is Ed25519 over SignedBytes, hex.
+	Signature string `json:"signature"`
+}
+
+// SignedBytes is what the Ed25519 signature covers (docs/events.md).
+func (s *Seal) SignedBytes() ([]byte, error) {
+	h, err := ParseHash(s.Hash)
+	if err != nil {
+		return nil, err
+	}
+	b := appendStringField(nil, sealTag)
+	b = appendStringField(b, s.Chain)
+	b = appendUintField(b, s.Sequence)
+	b = appendUintField(b, s.ChainSeq)
+	return appendField(b, h[:]), nil
+}
+
+// KeyID names a public key in seals.
+func KeyID(pub ed25519.PublicKey) string {
+	sum := sha256.Sum256(pub)
+	return hex.EncodeToString(sum[:8])
+}
+
+// newSeal signs head of chain with key and returns the Seal event to
+// append.
+func newSeal(chain string, head Head, key ed25519.PrivateKey) (Event, error) {
+	s := Seal{Chain: chain, Sequence: head.Sequence, ChainSeq: head.ChainSeq, Hash: head.Hash.String(),
+		KeyID: KeyID(key.Public().(ed25519.PublicKey))}
+	msg, err := s.SignedBytes()
+	if err != nil {
+		return Event{}, fmt.Errorf("seal chain %s: %w", chain, err)
+	}
+	s.Signature = hex.EncodeToString(ed25519.Sign(key, msg))
+	payload, err := json.Marshal(s)
+	if err != nil {
+		return Event{}, fmt.Errorf("seal chain %s: %w", chain, err)
+	}
+	return Event{Type: SealType, SchemaVersion: SealSchemaVersion, Aggregate: Aggregate{Kind: SealKind, ID: chain}, Payload: payload}, nil
+}
+
+// ParseSeal reads the Seal payload of a Seal event and checks its
+// signature with pub. It returns an *IntegrityError for a malformed or
+// badly signed seal.
+func ParseSeal(ev *RecordedEvent, pub ed25519.PublicKey) (Seal, error) {
+	bad := func(what, want, found string) (Seal, error) {
+		return Seal{}, &IntegrityError{Sequence: ev.Sequence, Subject: ev.Chain + "." + ev.Aggregate.String(), What: what, Expected: want, Found: found}
+	}
+	var s Seal
+	if ev.Type != SealType {
+		return bad("seal type", SealType, ev.Type)
+	}
+	if err := json.Unmarshal(ev.Payload, &s); err != nil {
+		return bad("seal payload", "JSON seal", err.Error())
+	}
+	if s.Chain != ev.Chain {
+		return bad("seal chain", ev.Chain, s.Chain)
+	}
+	if len(pub) != ed25519.PublicKeySize {
+		return bad("seal verification key", "Ed25519 public key", fmt.Sprintf("%d bytes", len(pub)))
+	}
+	if s.KeyID != KeyID(pub) {
+		return bad("seal key_id", KeyID(pub), s.KeyID)
+	}
+	msg, err := s.SignedBytes()
+	if err != nil {
+		return bad("seal hash", "64 hex digits", s.Hash)
+	}
+	sig, err := hex.DecodeString(s.Signature)
+	if err != nil || !ed25519.Verify(pub, msg, sig) {
+		return bad("seal signature", "valid Ed25519 signature by key "+KeyID(pub), s.Signature)
+	}
+	return s, nil
+}
+
+// recentMax is how far back (in chain positions) a seal may point: the
+// committer seals its last acknowledged head, at most two batches behind.
+const recentMax = 4 * BatchEventsMax
+
+// chainState is what the verifier remembers of one chain.
+type chainState struct {
+	head   Head
+	recent [recentMax]Head // recent[chainSeq % recentMax]
+	// anchor, when set, is the sealed head the chain must start at.
+	anchor *Head
+}
+
+// VerifyStats counts what a Verifier checked.
+type VerifyStats struct {
+	// Events checked (hash and linkage), seals included.
+	Events uint64
+	// Seals whose signature and head were checked.
+	Seals uint64
+	// Skipped events: chains without an anchor when starting at a seal, and
+	// events before an anchor.
+	Skipped uint64
+}
+
+// Verifier checks hash chains and seals over events fed in stream order:
+// each event's hash, its link to the previous event of its chain, gap-free
+// chain positions, and every seal's signature and sealed head. It works
+// from the first event of the stream (NewVerifier) or from any seal
+// (StartAt), and is what an auditor re-implements from docs/events.md.
+type Verifier struct {
+	pub       ed25519.PublicKey
+	fromStart bool
+	chains    map[string]*chainState
+	stats     VerifyStats
+}
+
+// NewVerifier verifies from the first event of the stream: every chain
+// must begin at position 1 with a zero previous hash.
+func NewVerifier(pub ed25519.PublicKey) *Verifier {
+	return &Verifier{pub: pub, fromStart: true, chains: map[string]*chainState{}}
+}
+
+// StartAt makes a verifier that starts at a seal: it checks the seal's
+// signature and returns the verifier and the stream sequence to read from
+// (the sealed head). Only the sealed chain is verified; more chains can be
+// anchored with Anchor. It returns an *IntegrityError for a bad seal.
+func StartAt(seal RecordedEvent, pub ed25519.PublicKey) (*Verifier, uint64, error) {
+	v := &Verifier{pub: pub, chains: map[string]*chainState{}}
+	from, err := v.Anchor(seal)
+	return v, from, err
+}
+
+// Anchor adds a seal as the trusted starting point of its chain and
+// returns the stream sequence of the sealed head. It returns an
+// *IntegrityError for a bad seal.
+func (v *Verifier) Anchor(seal RecordedEvent) (uint64, error) {
+	if err := v.checkHash(&seal); err != nil {
+		return 0, err
+	}
+	s, err := ParseSeal(&seal, v.pub)
+	if err != nil {
+		return 0, err
+	}
+	h, _ := ParseHash(s.Hash)
+	v.chains[s.Chain] = &chainState{anchor: &Head{Sequence: s.Sequence, ChainSeq: s.ChainSeq, Hash: h}}
+	return s.Sequence, nil
+}
+
+// Stats reports what was checked so far.
+func (v *Verifier) Stats() VerifyStats { return v.stats }
+
+func (v *Verifier) checkHash(ev *RecordedEvent) error {
+	if got := ComputeHash(ev); got != ev.Hash {
+		return &IntegrityError{Sequence: ev.Sequence, Subject: ev.Chain + "." + ev.Aggregate.String(), What: "hash",
+			Expected: ev.Hash.String(), Found: got.String()}
+	}
+	return nil
+}
+
+// Check verifies the next event in stream order. Raw events are needed
+// (a store opened without Registry, or an export): upcast payloads no
+// longer match their hashes. It returns an *IntegrityError naming the first
+// violation.
+func (v *Verifier) Check(ev RecordedEvent) error {
+	bad := func(what string, want, found any) error {
+		return &IntegrityError{Sequence: ev.Sequence, Subject: ev.Chain + "." + ev.Aggregate.String(), What: what,
+			Expected: fmt.Sprint(want), Found: fmt.Sprint(found)}
+	}
+	if err := v.checkHash(&ev); err != nil {
+		return err
+	}
+	cs := v.chains[ev.Chain]
+	switch {
+	case cs == nil && !v.fromStart:
+		v.stats.Skipped++
+		return nil
+	case cs == nil:
+		if ev.ChainSeq != 1 || !ev.PrevHash.IsZero() {
+			return bad("chain start", "chain_seq 1 with zero prev_hash", fmt.Sprintf("chain_seq %d prev_hash %s", ev.ChainSeq, ev.PrevHash))
+		}
+		cs = &chainState{}
+		v.chains[ev.Chain] = cs
+	case cs.anchor != nil:
+		a := *cs.anchor
+		if ev.ChainSeq < a.ChainSeq {
+			v.stats.Skipped++
+			return nil
+		}
+		if ev.ChainSeq > a.ChainSeq || ev.Sequence != a.Sequence || ev.Hash != a.Hash {
+			return bad("sealed head", fmt.Sprintf("seq %d chain_seq %d hash %s", a.Sequence, a.ChainSeq, a.Hash),
+				fmt.Sprintf("seq %d chain_seq %d hash %s", ev.Sequence, ev.ChainSeq, ev.Hash))
+		}
+		cs.anchor = nil
+		v.record(cs, &ev)
+		return nil
+	default:
+		if ev.PrevHash != cs.head.Hash {
+			return bad("prev_hash", cs.head.Hash, ev.PrevHash)
+		}
+		if ev.ChainSeq != cs.head.ChainSeq+1 {
+			return bad("chain_seq", cs.head.ChainSeq+1, ev.ChainSeq)
+		}
+		if ev.Sequence <= cs.head.Sequence {
+			return bad("stream sequence", fmt.Sprintf("> %d", cs.head.Sequence), ev.Sequence)
+		}
+	}
+	if ev.Type == SealType && ev.Aggregate.Kind == SealKind {
+		s, err := ParseSeal(&ev, v.pub)
+		if err != nil {
+			return err
+		}
+		if s.ChainSeq == 0 || s.ChainSeq > cs.head.ChainSeq || cs.head.ChainSeq-s.ChainSeq >= recentMax {
+			return bad("seal position", fmt.Sprintf("1..%d", cs.head.ChainSeq), s.ChainSeq)
+		}
+		if r := cs.recent[s.ChainSeq%recentMax]; r.ChainSeq != s.ChainSeq || r.Sequence != s.Sequence || r.Hash.String() != s.Hash {
+			return bad("sealed head", fmt.Sprintf("seq %d hash %s", r.Sequence, r.Hash), fmt.Sprintf("seq %d hash %s", s.Sequence, s.Hash))
+		}
+		v.stats.Seals++
+	}
+	v.record(cs, &ev)
+	return nil
+}
+
+func (v *Verifier) record(cs *chainState, ev *RecordedEvent) {
+	cs.head = Head{Sequence: ev.Sequence, ChainSeq: ev.ChainSeq, Hash: ev.Hash}
+	cs.recent[ev.ChainSeq%recentMax] = cs.head
+	v.stats.Events++
+}
+
+// VerifyStore reads store from sequence from to its last event through v
+// and returns the first violation. The store must be opened without a
+// Registry so that events are raw.
+func VerifyStore(ctx context.Context, store Store, v *Verifier, from uint64) (VerifyStats, error) {
+	_, err := store.ReadFrom(ctx, from, v.Check)
+	if err != nil {
+		return v.stats, fmt.Errorf("verify stream from %d: %w", from, err)
+	}
+	return v.stats, nil
+}

@@ -1,0 +1,251 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// Minimum nats-server version: atomic batch publish appeared in 2.12.
+const (
+	serverMajorMin = 2
+	serverMinorMin = 12
+)
+
+// EmbeddedConfig configures an in-process nats-server. The zero value of
+// every field but DataDir is the safe default.
+type EmbeddedConfig struct {
+	// DataDir is where JetStream keeps its files. Required.
+	DataDir string
+	// SyncInterval is how often JetStream fsyncs. Zero (the default) means
+	// sync_interval: always, every write is on disk before it is
+	// acknowledged. A positive value acknowledges writes that are only in
+	// the OS page cache: a power loss or kernel crash loses up to that much
+	// acknowledged data (docs/events.md, "Durability").
+	SyncInterval time.Duration
+	// ListenAddr, when not empty, opens a client TCP listener
+	// ("127.0.0.1:4222"; port 0 picks a free one). Empty means no listener:
+	// only in-process connections.
+	ListenAddr string
+	// ServerName names the server; required and unique in a cluster.
+	ServerName string
+	// Cluster, when not nil, joins a JetStream cluster over routes.
+	Cluster *ClusterConfig
+	// StartTimeout bounds the wait for the server to accept connections
+	// (default 10s).
+	StartTimeout time.Duration
+	// Logs sends the server's log to stderr; off by default to keep test
+	// output readable.
+	Logs bool
+}
+
+// ClusterConfig joins an embedded server to a JetStream cluster. It exists
+// for tests and small deployments; production clusters are usually
+// external and reached with Connect.
+type ClusterConfig struct {
+	// Name is the cluster name, the same on every node.
+	Name string
+	// ListenAddr is where this node accepts routes ("127.0.0.1:6222").
+	ListenAddr string
+	// Routes are the route URLs of the other nodes
+	// ("nats-route://127.0.0.1:6223").
+	Routes []string
+}
+
+// EmbeddedServer is a running in-process nats-server with JetStream.
+type EmbeddedServer struct {
+	srv *server.Server
+}
+
+// splitAddr parses "host:port" where port 0 means "pick one" (the server
+// spells that -1).
+func splitAddr(addr string) (string, int, error) {
+	host, portText, err := net.SplitHostPort(addr)
+	if err != nil {
+		return "", 0, fmt.Errorf("parse address %q: %w", addr, err)
+	}
+	port, err := strconv.Atoi(portText)
+	if err != nil || port < 0 || port > 65535 {
+		return "", 0, fmt.Errorf("parse address %q: bad port", addr)
+	}
+	if port == 0 {
+		port = server.RANDOM_PORT
+	}
+	return host, port, nil
+}
+
+// RunEmbedded starts an in-process nats-server with JetStream on
+// cfg.DataDir and waits until it accepts connections. It returns an error
+// for a bad configuration or a server that does not start in time.
+func RunEmbedded(cfg EmbeddedConfig) (*EmbeddedServer, error) {
+	if cfg.DataDir == "" {
+		return nil, fmt.Errorf("run embedded nats-server: data dir is required: %w", ErrInvalid)
+	}
+	if cfg.StartTimeout <= 0 {
+		cfg.StartTimeout = 10 * time.Second
+	}
+	opts := &server.Options{
+		ServerName: cfg.ServerName,
+		JetStream:  true,
+		StoreDir:   cfg.DataDir,
+		NoSigs:     true,
+		NoLog:      !cfg.Logs,
+		DontListen: cfg.ListenAddr == "",
+	}
+	if cfg.SyncInterval <= 0 {
+		opts.SyncAlways = true
+	} else {
+		opts.SyncInterval = cfg.SyncInterval
+	}
+	if cfg.ListenAddr != "" {
+		host, port, err := splitAddr(cfg.ListenAddr)
+		if err != nil {
+			return nil, fmt.Errorf("run embedded nats-server: listen: %w", err)
+		}
+		opts.Host, opts.Port = host, port
+	}
+	if c := cfg.Cluster; c != nil {
+		if cfg.ServerName == "" || c.Name == "" {
+			return nil, fmt.Errorf("run embedded nats-server: a cluster needs a server name and a cluster name: %w", ErrInvalid)
+		}
+		host, port, err := splitAddr(c.ListenAddr)
+		if err != nil {
+			return nil, fmt.Errorf("run embedded nats-server: cluster listen: %w", err)
+		}
+		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port}
+		for _, r := range c.Routes {
+			u, err := url.Parse(r)
+			if err != nil {
+				return nil, fmt.Errorf("run embedded nats-server: route %q: %w", r, err)
+			}
+			opts.Routes = append(opts.Routes, u)
+		}
+	}
+	srv, err := server.NewServer(opts)
+	if err != nil {
+		return nil, fmt.Errorf("run embedded nats-server: %w", err)
+	}
+	if cfg.Logs {
+		srv.ConfigureLogger()
+	}
+	srv.Start()
+	if !srv.ReadyForConnections(cfg.StartTimeout) {
+		srv.Shutdown()
+		return nil, fmt.Errorf("run embedded nats-server on %s: not ready after %s", cfg.DataDir, cfg.StartTimeout)
+	}
+	return &EmbeddedServer{srv: srv}, nil
+}
+
+// Conn opens a client connection to the server: in-process when it has no
+// TCP listener, over TCP otherwise (so that a test can kill it like a real
+// network peer). Extra nats options are appended.
+func (e *EmbeddedServer) Conn(opts ...nats.Option) (*nats.Conn, error) {
+	url := e.srv.ClientURL()
+	base := []nats.Option{nats.Name("tresor-eventstore")}
+	if e.srv.Addr() == nil {
+		base = append(base, nats.InProcessServer(e.srv))
+		url = ""
+	}
+	nc, err := nats.Connect(url, append(base, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to embedded nats-server: %w", err)
+	}
+	return nc, nil
+}
+
+// ClientURL is the TCP URL clients use, empty without a listener.
+func (e *EmbeddedServer) ClientURL() string {
+	if e.srv.Addr() == nil {
+		return ""
+	}
+	return e.srv.ClientURL()
+}
+
+// ClusterURL is the route URL other nodes use, empty outside a cluster.
+func (e *EmbeddedServer) ClusterURL() string {
+	a := e.srv.ClusterAddr()
+	if a == nil {
+		return ""
+	}
+	return "nats-route://" + a.String()
+}
+
+// Name is the server name, as reported in stream cluster info.
+func (e *EmbeddedServer) Name() string { return e.srv.Name() }
+
+// Shutdown stops the server and waits until it has released its files.
+func (e *EmbeddedServer) Shutdown() {
+	e.srv.Shutdown()
+	e.srv.WaitForShutdown()
+}
+
+// checkServerVersion refuses servers without atomic batch publish.
+func checkServerVersion(nc *nats.Conn) error {
+	v := nc.ConnectedServerVersion()
+	major, minor, ok := parseVersion(v)
+	if !ok {
+		return fmt.Errorf("check nats-server version %q: unparsable: %w", v, ErrServerTooOld)
+	}
+	if major < serverMajorMin || (major == serverMajorMin && minor < serverMinorMin) {
+		return fmt.Errorf("nats-server %s found at %s, need >= %d.%d for atomic batch publish: %w",
+			v, nc.ConnectedUrlRedacted(), serverMajorMin, serverMinorMin, ErrServerTooOld)
+	}
+	return nil
+}
+
+func parseVersion(v string) (int, int, bool) {
+	v = strings.TrimPrefix(v, "v")
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return 0, 0, false
+	}
+	major, err1 := strconv.Atoi(parts[0])
+	minor, err2 := strconv.Atoi(parts[1])
+	return major, minor, errors.Join(err1, err2) == nil
+}
+
+// Connect dials an external NATS server or cluster (comma-separated URLs),
+// checks its version and creates or verifies the stream. It returns an
+// error wrapping ErrServerTooOld, ErrUnsafeStream or the dial error.
+func Connect(ctx context.Context, urls string, cfg Config, opts ...nats.Option) (*NATSStore, error) {
+	base := []nats.Option{
+		nats.Name("tresor-eventstore"),
+		nats.MaxReconnects(-1),
+		nats.ReconnectWait(250 * time.Millisecond),
+	}
+	nc, err := nats.Connect(urls, append(base, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("connect to nats %s: %w", urls, err)
+	}
+	st, err := Open(ctx, nc, cfg)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	st.ownsConn = true
+	return st, nil
+}
+
+// Open connects a store to an embedded server (in-process) and creates or
+// verifies the stream. The store owns the connection.
+func (e *EmbeddedServer) Open(ctx context.Context, cfg Config) (*NATSStore, error) {
+	nc, err := e.Conn()
+	if err != nil {
+		return nil, err
+	}
+	st, err := Open(ctx, nc, cfg)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	st.ownsConn = true
+	return st, nil
+}

@@ -1,0 +1,512 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
+	"github.com/synadia-io/orbit.go/jetstreamext"
+)
+
+// BatchEventsMax is nats-server's limit of messages in one atomic batch
+// (jetstream max_batch_size default). One append or one committer batch
+// never exceeds it.
+const BatchEventsMax = 1000
+
+// JetStream error codes the store interprets.
+const (
+	errCodeWrongLastSequence         = 10071 // wrong last sequence: {seq}
+	errCodeWrongLastSequenceConstant = 10164 // wrong last sequence (inside a batch)
+	errCodeBatchDuplicateMsgID       = 10201 // replayed batch: possibly committed
+)
+
+// Head is the position of the last event of a chain: what the next event
+// links to and what the next append is fenced on.
+type Head struct {
+	// Sequence is the stream sequence of the chain's last event, 0 for an
+	// empty chain.
+	Sequence uint64
+	// ChainSeq is the number of events in the chain.
+	ChainSeq uint64
+	// Hash is the last event's hash, zero for an empty chain.
+	Hash Hash
+}
+
+// Expect is an optimistic-concurrency expectation on a last sequence. The
+// zero value expects nothing.
+type Expect struct {
+	seq uint64
+	set bool
+}
+
+// ExpectLast expects the last stream sequence seen to be seq (0: nothing
+// yet).
+func ExpectLast(seq uint64) Expect { return Expect{seq: seq, set: true} }
+
+// IsSet reports whether the expectation is stated.
+func (e Expect) IsSet() bool { return e.set }
+
+// Seq is the expected sequence (meaningful when IsSet).
+func (e Expect) Seq() uint64 { return e.seq }
+
+// AggregateExpectation states the last stream sequence a caller saw for one
+// aggregate (0: the aggregate must have no events yet).
+type AggregateExpectation struct {
+	Aggregate Aggregate
+	LastSeq   uint64
+}
+
+// AppendRequest is one atomic unit: all its events are written, in order,
+// or none is.
+type AppendRequest struct {
+	// Events are 1..BatchEventsMax events (fewer for the committer, which
+	// may add a seal to a batch).
+	Events []Event
+	// ExpectChain is the last stream sequence of the chain the caller saw.
+	ExpectChain Expect
+	// ExpectAggregates are per-aggregate expectations, at most one per
+	// aggregate.
+	ExpectAggregates []AggregateExpectation
+}
+
+// Store is the event store port. The NATS JetStream implementation is
+// *NATSStore; eventstoretest.Run checks any implementation.
+type Store interface {
+	// Append writes req's events atomically at the end of chain, fenced on
+	// the chain's head so no other writer can interleave, and returns the
+	// stream sequence of each event. It returns *ConflictError
+	// (ErrConflict) when an expectation fails or another writer moved the
+	// chain, nothing written; ErrOutcomeUnknown when the acknowledgement
+	// was lost and the events were not found; ErrInvalid for a malformed
+	// request; *SchemaError for a type the registry does not know;
+	// ErrIntegrity when the chain head fails its hash check.
+	Append(ctx context.Context, chain string, req AppendRequest) ([]uint64, error)
+	// NewCommitter starts the group-commit writer of chain, loading its head.
+	// It returns ErrInvalid for a bad chain or configuration, ErrIntegrity
+	// for a tampered head, or the read error.
+	NewCommitter(ctx context.Context, chain string, cfg CommitterConfig) (Committer, error)
+	// LoadAggregate returns the events of one aggregate in stream order,
+	// upcast by the registry. It returns ErrIntegrity for a tampered event,
+	// *SchemaError for an unknown type or newer schema, ErrInvalid when the
+	// aggregate holds more than Config.AggregateEventsMax events, or the
+	// read error.
+	LoadAggregate(ctx context.Context, chain string, agg Aggregate) ([]RecordedEvent, error)
+	// ReadFrom calls fn for every event from stream sequence from up to the
+	// last sequence at the time of the call, in order, without gaps, and
+	// returns that last sequence. It returns fn's error, ErrGap,
+	// ErrIntegrity, *SchemaError, or the read error (a lost connection is
+	// an error, never a short read).
+	ReadFrom(ctx context.Context, from uint64, fn func(RecordedEvent) error) (uint64, error)
+	// Follow calls fn for every event from stream sequence from onwards,
+	// waiting for new ones, until ctx ends (it then returns ctx.Err()) or an
+	// error as for ReadFrom.
+	Follow(ctx context.Context, from uint64, fn func(RecordedEvent) error) error
+	// LastSequence is the stream's last sequence (0 when empty).
+	LastSequence(ctx context.Context) (uint64, error)
+	// ChainHead is the head of chain as stored now. It returns ErrIntegrity
+	// when the head fails its hash check.
+	ChainHead(ctx context.Context, chain string) (Head, error)
+	// Close releases the store (and its connection if it opened it).
+	Close() error
+}
+
+// Config configures a NATSStore. Zero fields take the documented defaults.
+type Config struct {
+	// Stream is the JetStream stream name (default "TRESOR").
+	Stream string
+	// SubjectPrefix is the first subject token (default "tresor").
+	SubjectPrefix string
+	// Replicas is the stream's replica count: 1 embedded, 3 in a cluster
+	// (default 1).
+	Replicas int
+	// DuplicateWindow is JetStream's Nats-Msg-Id window (default 2m). Only
+	// used to recognise a replayed batch (error 10201); it is not the
+	// system's idempotency.
+	DuplicateWindow time.Duration
+	// Registry checks written types and upcasts read events. Nil means raw
+	// events: what an auditor wants, since hashes cover the stored bytes.
+	Registry *Registry
+	// RequestTimeout bounds every request to the server (default 10s,
+	// which is also the server's limit to commit a batch).
+	RequestTimeout time.Duration
+	// ReadBatchMax bounds the messages buffered by a reader (default 1000).
+	ReadBatchMax int
+	// AggregateEventsMax bounds LoadAggregate (default 100 000).
+	AggregateEventsMax int
+	// Now is the clock for RecordedAt (default time.Now); tests pin it.
+	Now func() time.Time
+}
+
+func (c *Config) setDefaults() error {
+	if c.Stream == "" {
+		c.Stream = "TRESOR"
+	}
+	if c.SubjectPrefix == "" {
+		c.SubjectPrefix = "tresor"
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.DuplicateWindow == 0 {
+		c.DuplicateWindow = 2 * time.Minute
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 10 * time.Second
+	}
+	if c.ReadBatchMax == 0 {
+		c.ReadBatchMax = 1000
+	}
+	if c.AggregateEventsMax == 0 {
+		c.AggregateEventsMax = 100_000
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	switch {
+	case !validName(c.Stream, NameLenMax, false):
+		return fmt.Errorf("stream name %q: %w", c.Stream, ErrInvalid)
+	case !validName(c.SubjectPrefix, NameLenMax, false):
+		return fmt.Errorf("subject prefix %q: %w", c.SubjectPrefix, ErrInvalid)
+	case c.Replicas < 1 || c.Replicas > 5:
+		return fmt.Errorf("replicas %d: want 1..5: %w", c.Replicas, ErrInvalid)
+	case c.DuplicateWindow < 0 || c.RequestTimeout < 0 || c.ReadBatchMax < 1 || c.AggregateEventsMax < 1:
+		return fmt.Errorf("negative limit in config: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// NATSStore is the Store on NATS JetStream.
+type NATSStore struct {
+	cfg      Config
+	nc       *nats.Conn
+	js       jetstream.JetStream
+	stream   jetstream.Stream
+	subj     subjects
+	ownsConn bool
+}
+
+var _ Store = (*NATSStore)(nil)
+
+// Open checks the server version, then creates the stream or verifies the
+// existing one, on a connection the caller keeps owning. It returns an error
+// wrapping ErrServerTooOld, ErrUnsafeStream, ErrInvalid, or the server's.
+func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*NATSStore, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, fmt.Errorf("open event store: %w", err)
+	}
+	if err := checkServerVersion(nc); err != nil {
+		return nil, fmt.Errorf("open event store: %w", err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.RequestTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("open event store: jetstream: %w", err)
+	}
+	s := &NATSStore{cfg: cfg, nc: nc, js: js, subj: subjects{prefix: cfg.SubjectPrefix}}
+	if s.stream, err = s.ensureStream(ctx); err != nil {
+		return nil, fmt.Errorf("open event store: %w", err)
+	}
+	return s, nil
+}
+
+// streamConfig is the configuration Tresor creates: nothing ever deletes,
+// purges, rolls up or expires an event.
+func (s *NATSStore) streamConfig() jetstream.StreamConfig {
+	return jetstream.StreamConfig{
+		Name:               s.cfg.Stream,
+		Description:        "Tresor event log: the only source of truth",
+		Subjects:           []string{s.subj.all()},
+		Storage:            jetstream.FileStorage,
+		Replicas:           s.cfg.Replicas,
+		Retention:          jetstream.LimitsPolicy,
+		Discard:            jetstream.DiscardNew,
+		MaxAge:             0,
+		MaxBytes:           -1,
+		MaxMsgs:            -1,
+		MaxMsgsPerSubject:  -1,
+		Duplicates:         s.cfg.DuplicateWindow,
+		DenyDelete:         true,
+		DenyPurge:          true,
+		AllowAtomicPublish: true,
+	}
+}
+
+func (s *NATSStore) ensureStream(ctx context.Context) (jetstream.Stream, error) {
+	want := s.streamConfig()
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+	defer cancel()
+	st, err := s.js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		st, err = s.js.CreateStream(ctx, want)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			st, err = s.js.Stream(ctx, want.Name)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create or look up stream %s: %w", want.Name, err)
+	}
+	if diffs := unsafeDiffs(want, st.CachedInfo().Config); len(diffs) > 0 {
+		return nil, &UnsafeStreamError{Stream: want.Name, Diffs: diffs}
+	}
+	return st, nil
+}
+
+// unsafeDiffs lists the settings of have that could lose, rewrite or
+// refuse events compared with want.
+func unsafeDiffs(want, have jetstream.StreamConfig) []string {
+	var d []string
+	add := func(ok bool, name string, w, h any) {
+		if !ok {
+			d = append(d, fmt.Sprintf("%s: want %v, have %v", name, w, h))
+		}
+	}
+	add(have.Storage == jetstream.FileStorage, "storage", want.Storage, have.Storage)
+	add(have.Replicas >= want.Replicas, "replicas", want.Replicas, have.Replicas)
+	add(have.Retention == jetstream.LimitsPolicy, "retention", want.Retention, have.Retention)
+	add(have.MaxAge == 0, "max_age", want.MaxAge, have.MaxAge)
+	add(have.MaxBytes <= 0, "max_bytes", want.MaxBytes, have.MaxBytes)
+	add(have.MaxMsgs <= 0, "max_msgs", want.MaxMsgs, have.MaxMsgs)
+	add(have.MaxMsgsPerSubject <= 0, "max_msgs_per_subject", want.MaxMsgsPerSubject, have.MaxMsgsPerSubject)
+	add(have.DenyDelete, "deny_delete", true, have.DenyDelete)
+	add(have.DenyPurge, "deny_purge", true, have.DenyPurge)
+	add(have.AllowAtomicPublish, "allow_atomic", true, have.AllowAtomicPublish)
+	add(!have.AllowRollup, "allow_rollup_hdrs", false, have.AllowRollup)
+	add(!have.AllowMsgTTL, "allow_msg_ttl", false, have.AllowMsgTTL)
+	add(have.SubjectDeleteMarkerTTL == 0, "subject_delete_marker_ttl", time.Duration(0), have.SubjectDeleteMarkerTTL)
+	add(!have.Sealed, "sealed", false, have.Sealed)
+	add(have.Mirror == nil, "mirror", "none", have.Mirror)
+	add(slices.Contains(have.Subjects, want.Subjects[0]), "subjects", want.Subjects, have.Subjects)
+	return d
+}
+
+// Close closes the connection when the store opened it.
+func (s *NATSStore) Close() error {
+	if s.ownsConn {
+		s.nc.Close()
+	}
+	return nil
+}
+
+// Conn exposes the connection, for tools that must publish raw messages
+// (tests simulating tampering) or watch connection state.
+func (s *NATSStore) Conn() *nats.Conn { return s.nc }
+
+// StreamName is the JetStream stream holding the events.
+func (s *NATSStore) StreamName() string { return s.cfg.Stream }
+
+// Subject is the subject an aggregate's events are stored under.
+func (s *NATSStore) Subject(chain string, agg Aggregate) string { return s.subj.event(chain, agg) }
+
+func (s *NATSStore) reqCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, s.cfg.RequestTimeout)
+}
+
+// lastMsg returns the last stored message on subject (a wildcard is fine),
+// nil when there is none. Requests go to the stream leader, so they see
+// every acknowledged write.
+func (s *NATSStore) lastMsg(ctx context.Context, subject string) (*jetstream.RawStreamMsg, error) {
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	m, err := s.stream.GetLastMsgForSubject(ctx, subject)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get last message on %s: %w", subject, err)
+	}
+	return m, nil
+}
+
+// ChainHead reads and verifies the last event of chain.
+func (s *NATSStore) ChainHead(ctx context.Context, chain string) (Head, error) {
+	if err := ValidateChain(chain); err != nil {
+		return Head{}, err
+	}
+	m, err := s.lastMsg(ctx, s.subj.chain(chain))
+	if err != nil || m == nil {
+		return Head{}, err
+	}
+	ev, err := s.subj.decode(m.Subject, m.Sequence, m.Header, m.Data)
+	if err != nil {
+		return Head{}, fmt.Errorf("read head of chain %s: %w", chain, err)
+	}
+	return Head{Sequence: ev.Sequence, ChainSeq: ev.ChainSeq, Hash: ev.Hash}, nil
+}
+
+// LastSequence is the stream's last sequence.
+func (s *NATSStore) LastSequence(ctx context.Context) (uint64, error) {
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("last sequence of stream %s: %w", s.cfg.Stream, err)
+	}
+	return info.State.LastSeq, nil
+}
+
+// validateRequest checks a request before any I/O.
+func (s *NATSStore) validateRequest(chain string, req *AppendRequest, eventsMax int) error {
+	if err := ValidateChain(chain); err != nil {
+		return err
+	}
+	if len(req.Events) == 0 || len(req.Events) > eventsMax {
+		return fmt.Errorf("append to chain %s: %d events, want 1..%d: %w", chain, len(req.Events), eventsMax, ErrInvalid)
+	}
+	for i := range req.Events {
+		if err := validateEvent(&req.Events[i], false); err != nil {
+			return fmt.Errorf("append to chain %s: event %d: %w", chain, i, err)
+		}
+		if s.cfg.Registry != nil {
+			if err := s.cfg.Registry.checkWrite(&req.Events[i]); err != nil {
+				return fmt.Errorf("append to chain %s: event %d: %w", chain, i, err)
+			}
+		}
+	}
+	seen := make(map[Aggregate]bool, len(req.ExpectAggregates))
+	for _, e := range req.ExpectAggregates {
+		if seen[e.Aggregate] || !validName(e.Aggregate.Kind, NameLenMax, false) || !validName(e.Aggregate.ID, NameLenMax, false) {
+			return fmt.Errorf("append to chain %s: expectation on aggregate %s: duplicate or bad name: %w", chain, e.Aggregate, ErrInvalid)
+		}
+		seen[e.Aggregate] = true
+	}
+	return nil
+}
+
+// record turns the requested events into recorded ones linked after head.
+// It returns the new head.
+func (s *NATSStore) record(chain string, head Head, events []Event, now time.Time, out []RecordedEvent) ([]RecordedEvent, Head) {
+	for _, e := range events {
+		if e.ID == "" {
+			e.ID = nuid.Next()
+		}
+		at := now
+		if !e.At.IsZero() {
+			at, e.At = e.At.UTC(), time.Time{}
+		}
+		r := RecordedEvent{Event: e, Chain: chain, ChainSeq: head.ChainSeq + 1, RecordedAt: at, PrevHash: head.Hash}
+		r.Hash = ComputeHash(&r)
+		out = append(out, r)
+		head = Head{ChainSeq: r.ChainSeq, Hash: r.Hash}
+	}
+	return out, head
+}
+
+// Append implements Store.
+func (s *NATSStore) Append(ctx context.Context, chain string, req AppendRequest) ([]uint64, error) {
+	if err := s.validateRequest(chain, &req, BatchEventsMax); err != nil {
+		return nil, err
+	}
+	head, err := s.ChainHead(ctx, chain)
+	if err != nil {
+		return nil, fmt.Errorf("append to chain %s: %w", chain, err)
+	}
+	if req.ExpectChain.set && req.ExpectChain.seq != head.Sequence {
+		return nil, &ConflictError{Chain: chain, Subject: s.subj.chain(chain), Expected: req.ExpectChain.seq, Actual: head.Sequence}
+	}
+	// Per-aggregate expectations are checked here against the head read
+	// above: the server fence on the chain head guarantees that nothing in
+	// the chain (hence in any of its aggregates) changes before the commit.
+	for _, e := range req.ExpectAggregates {
+		subject := s.subj.event(chain, e.Aggregate)
+		m, err := s.lastMsg(ctx, subject)
+		if err != nil {
+			return nil, fmt.Errorf("append to chain %s: %w", chain, err)
+		}
+		var last uint64
+		if m != nil {
+			last = m.Sequence
+		}
+		if last != e.LastSeq || last > head.Sequence {
+			return nil, &ConflictError{Chain: chain, Subject: subject, Expected: e.LastSeq, Actual: last}
+		}
+	}
+	recs, _ := s.record(chain, head, req.Events, s.cfg.Now().UTC(), make([]RecordedEvent, 0, len(req.Events)))
+	return s.commitBatch(ctx, chain, head.Sequence, recs, nil)
+}
+
+// commitBatch publishes recs as one atomic batch fenced on the chain's
+// last sequence being fence, and returns their stream sequences. msgs, when
+// not nil, is reused as scratch space for the encoded messages.
+func (s *NATSStore) commitBatch(ctx context.Context, chain string, fence uint64, recs []RecordedEvent, msgs []*nats.Msg) ([]uint64, error) {
+	chainSubj := s.subj.chain(chain)
+	msgs = msgs[:0]
+	for i := range recs {
+		msgs = append(msgs, s.subj.encodeMsg(&recs[i]))
+	}
+	// The fence: the chain's last sequence, checked by the server against
+	// the wildcard subject of the whole chain. Allowed on the first message
+	// of a batch only, which is where it goes. Nats-Msg-Id on the first
+	// message makes a replay of this very batch answer 10201.
+	first := msgs[0].Header
+	first.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(fence, 10))
+	first.Set(jetstream.ExpectedLastSubjSeqSubjHeader, chainSubj)
+	first.Set(jetstream.MsgIDHeader, recs[0].ID)
+
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
+	if err == nil {
+		if ack.BatchSize != uint64(len(recs)) || ack.Sequence < uint64(len(recs)) {
+			return nil, fmt.Errorf("append batch to %s: ack of %d messages ending at %d for %d events: %w",
+				chainSubj, ack.BatchSize, ack.Sequence, len(recs), ErrOutcomeUnknown)
+		}
+		return seqRange(ack.Sequence-uint64(len(recs))+1, len(recs)), nil
+	}
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		switch apiErr.ErrorCode {
+		case errCodeWrongLastSequence, errCodeWrongLastSequenceConstant:
+			return nil, &ConflictError{Chain: chain, Subject: chainSubj, Expected: fence}
+		case errCodeBatchDuplicateMsgID:
+			// A replay of a batch whose first id is known to the server:
+			// possibly committed, check the stream.
+		default:
+			// Any other server answer is a rejection of the whole batch.
+			return nil, fmt.Errorf("append batch to %s: %w", chainSubj, err)
+		}
+	}
+	seqs, rerr := s.resolve(context.WithoutCancel(ctx), chain, fence, recs)
+	if rerr != nil {
+		return nil, fmt.Errorf("append batch to %s after %v: %w", chainSubj, err, rerr)
+	}
+	return seqs, nil
+}
+
+// resolve finds out whether a batch whose acknowledgement was lost is on
+// the stream: the first chain message after the fence carries its first
+// event id, and the batch is contiguous. Not there yet is ErrOutcomeUnknown
+// (the server may still commit it); another writer's event there is a
+// *ConflictError.
+func (s *NATSStore) resolve(ctx context.Context, chain string, fence uint64, recs []RecordedEvent) ([]uint64, error) {
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	m, err := s.stream.GetMsg(ctx, fence+1, jetstream.WithGetMsgSubject(s.subj.chain(chain)))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, ErrOutcomeUnknown
+	}
+	if err != nil {
+		return nil, fmt.Errorf("check batch after fence %d: %v: %w", fence, err, ErrOutcomeUnknown)
+	}
+	if m.Header.Get(HeaderID) != recs[0].ID {
+		return nil, &ConflictError{Chain: chain, Subject: s.subj.chain(chain), Expected: fence, Actual: m.Sequence}
+	}
+	lastSeq := m.Sequence + uint64(len(recs)) - 1
+	last, err := s.stream.GetMsg(ctx, lastSeq)
+	if err != nil || last.Header.Get(HeaderID) != recs[len(recs)-1].ID {
+		return nil, fmt.Errorf("check batch end at %d: %v: %w", lastSeq, err, ErrOutcomeUnknown)
+	}
+	return seqRange(m.Sequence, len(recs)), nil
+}
+
+func seqRange(first uint64, n int) []uint64 {
+	out := make([]uint64, n)
+	for i := range out {
+		out[i] = first + uint64(i)
+	}
+	return out
+}
