@@ -115,3 +115,63 @@ func copyYardstick(ctx context.Context, events []projections.Envelope, i int) (t
 	}
 	return time.Since(start), nil
 }
+
+// lagRate is the write rate BenchmarkLag paces its producer at (events/s),
+// in chunks of lagChunk: the order of the event store's atomic-batch rate.
+const (
+	lagRate  = 50_000
+	lagChunk = 500
+)
+
+// BenchmarkLag follows a stream written at lagRate events/s into PostgreSQL
+// and into memory and reports the largest lag seen (head minus applied,
+// sampled every millisecond): bounded lag means the projection keeps up.
+func BenchmarkLag(b *testing.B) {
+	events, rules := benchStream(b)
+	for b.Loop() {
+		benchRuns++
+		pg, err := pgstore.Open(context.Background(), testPool, pgstore.Config{Rules: rules, Namespace: fmt.Sprintf("lag_%d", benchRuns)})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(maxLag(b, events, pg)), "pg-max-lag-events")
+		b.ReportMetric(float64(maxLag(b, events, memstore.New(rules))), "mem-max-lag-events")
+	}
+}
+
+// maxLag writes events at lagRate while a Runner follows them into s, and
+// returns the largest lag sampled.
+func maxLag(b *testing.B, events []projections.Envelope, s projections.Store) uint64 {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	log := projectionstest.NewLog(nil)
+	r := projections.NewRunner(log, s)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var worst uint64
+	sample := time.NewTicker(time.Millisecond)
+	defer sample.Stop()
+	pace := time.NewTicker(time.Second * lagChunk / lagRate)
+	defer pace.Stop()
+	for next := 0; next < len(events) || r.Applied() < uint64(len(events)); {
+		select {
+		case <-pace.C:
+			if next < len(events) {
+				hi := min(next+lagChunk, len(events))
+				log.Append(events[next:hi]...)
+				next = hi
+			}
+		case <-sample.C:
+			lag, err := r.Lag(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			worst = max(worst, lag.Events())
+		case err := <-done:
+			b.Fatalf("runner stopped: %v", err)
+		}
+	}
+	cancel()
+	<-done
+	return worst
+}

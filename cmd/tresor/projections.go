@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/projections"
+	"github.com/fdj/tresor/projections/pgstore"
+	"github.com/spf13/cobra"
+)
+
+func init() {
+	group := &cobra.Command{
+		Use:   "projections",
+		Short: "Manage the read models (balances, blocks, history, reconciliation)",
+	}
+	var cfg Config
+	rebuild := &cobra.Command{
+		Use:   "rebuild --database-url URL",
+		Short: "Rebuild the PostgreSQL projections from the first event beside the live copy, then switch readers to it",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			return rebuildProjections(cmd.Context(), &cfg, cmd.ErrOrStderr())
+		},
+	}
+	bindStoreFlags(rebuild, &cfg)
+	rebuild.Flags().StringVar(&cfg.DatabaseURL, "database-url", envOr("database-url", ""), "PostgreSQL URL of the projections ($TRESOR_DATABASE_URL)")
+	group.AddCommand(rebuild)
+	rootCmd.AddCommand(group)
+}
+
+// progressEvery is how often a rebuild prints its progress.
+const progressEvery = time.Second
+
+func rebuildProjections(ctx context.Context, cfg *Config, out io.Writer) error {
+	pool, err := openDatabase(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	rules, err := domain.DefaultRules()
+	if err != nil {
+		return err
+	}
+	s, err := openStream(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	start, last := time.Now(), time.Time{}
+	gen, err := pgstore.Rebuild(ctx, pool, pgstore.Config{Rules: rules}, eventSource{s.store}, func(p pgstore.Progress) {
+		if p.Switched || time.Since(last) >= progressEvery {
+			last = time.Now()
+			rate := float64(p.Applied) / max(time.Since(start).Seconds(), 1e-3)
+			fmt.Fprintf(out, "generation %d: %d / %d events (%.0f events/s)\n", p.Generation, p.Applied, p.Head, rate)
+		}
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "readers switched to generation %d in %s\n", gen, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// eventSource adapts the event store to projections.Source: it follows the
+// stream from a sequence and decodes each record into its domain event;
+// Seal records carry no read-model data and come through as nil events, so
+// that the projection's sequence stays gap-free.
+type eventSource struct{ store eventstore.Store }
+
+// Read implements projections.Source.
+func (e eventSource) Read(ctx context.Context, from uint64, fn func(seq uint64, at time.Time, ev domain.Event) error) error {
+	return e.store.Follow(ctx, from, func(r eventstore.RecordedEvent) error {
+		if r.Type == eventstore.SealType {
+			return fn(r.Sequence, r.RecordedAt, nil)
+		}
+		ev, err := domain.DecodeEvent(r.Type, r.Payload)
+		if err != nil {
+			return fmt.Errorf("stream sequence %d: %w", r.Sequence, err)
+		}
+		return fn(r.Sequence, r.RecordedAt, ev)
+	})
+}
+
+// Head implements projections.Source.
+func (e eventSource) Head(ctx context.Context) (uint64, error) { return e.store.LastSequence(ctx) }
+
+var _ projections.Source = eventSource{}
