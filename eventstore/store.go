@@ -296,6 +296,10 @@ func (s *NATSStore) Close() error {
 // (tests simulating tampering) or watch connection state.
 func (s *NATSStore) Conn() *nats.Conn { return s.nc }
 
+// Stream is the JetStream stream holding the events, for operational
+// queries (cluster leader, state) that are not the store's business.
+func (s *NATSStore) Stream() jetstream.Stream { return s.stream }
+
 // StreamName is the JetStream stream holding the events.
 func (s *NATSStore) StreamName() string { return s.cfg.Stream }
 

@@ -93,6 +93,7 @@ func Run(t *testing.T, b Backend) {
 		{"CommitterConcurrentExpectations", testCommitterConcurrentExpectations},
 		{"BatchAtomicity", testBatchAtomicity},
 		{"CommitterIsolatesBadRequests", testCommitterIsolatesBadRequests},
+		{"SecondWriterCannotFork", testSecondWriterFenced},
 		{"OrderAndGapFree", testOrderAndGapFree},
 		{"HashChainAndSeals", testHashChainAndSeals},
 		{"TamperDetected", testTamperDetected},
@@ -637,5 +638,48 @@ func testRestart(t *testing.T, b Backend, cfg eventstore.Config) {
 	if _, err := s2.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{Ev("test.A", "acct", "z", 1)},
 		ExpectChain: eventstore.ExpectLast(all[len(all)-1].Sequence)}); err != nil {
 		t.Fatalf("append after restart: %v", err)
+	}
+}
+
+// testSecondWriterFenced starts two committers on one chain, as a split
+// brain would: the second to write is fenced out loudly and the chain does
+// not fork.
+func testSecondWriterFenced(t *testing.T, b Backend, cfg eventstore.Config) {
+	ctx := Ctx(t, 30*time.Second)
+	s := b.Open(t, cfg)
+	c1, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c1.Close()
+	c2, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := <-c1.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{Ev("test.A", "acct", "a", 1)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	r := <-c2.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{Ev("test.A", "acct", "b", 2)}})
+	if !errors.Is(r.Err, eventstore.ErrFenced) || !errors.Is(r.Err, eventstore.ErrConflict) {
+		t.Fatalf("second writer: want ErrFenced, got %v", r.Err)
+	}
+	if !errors.Is(c2.Err(), eventstore.ErrFenced) {
+		t.Fatalf("second committer still running: Err() = %v", c2.Err())
+	}
+	if r := <-c2.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{Ev("test.A", "acct", "b", 3)}}); r.Err == nil {
+		t.Fatal("a fenced committer accepted a request")
+	}
+	if err := c2.Close(); !errors.Is(err, eventstore.ErrFenced) {
+		t.Fatalf("close of fenced committer: %v", err)
+	}
+	// The first writer goes on; the chain is linear.
+	if r := <-c1.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{Ev("test.A", "acct", "a", 4)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	if all := ReadAll(t, s); len(all) != 2 {
+		t.Fatalf("stream holds %d events, want 2", len(all))
+	}
+	if _, err := eventstore.VerifyStore(ctx, s, eventstore.NewVerifier(nil), 1); err != nil {
+		t.Fatalf("verify: %v", err)
 	}
 }
