@@ -10,8 +10,9 @@ import (
 	"github.com/fdj/tresor/domain"
 )
 
-// switchesMax bounds how many times in a row a Runner follows its store to
-// a rebuilt copy before giving up: one switch per rebuild is the norm.
+// switchesMax bounds how many times in a row, without applying a batch in
+// between, a Runner follows its store to a rebuilt copy before giving up:
+// one switch per rebuild is the norm.
 const switchesMax = 3
 
 // Runner keeps a Store up to date with a Source: it reads from the store's
@@ -93,7 +94,7 @@ func (r *Runner) Lag(ctx context.Context) (Lag, error) {
 }
 
 func (r *Runner) run(ctx context.Context, target uint64) error {
-	for switches := 0; ; switches++ {
+	for switches := 0; ; {
 		cp, err := r.store.Checkpoint(ctx)
 		if err != nil {
 			return fmt.Errorf("projection runner: %w", err)
@@ -103,10 +104,17 @@ func (r *Runner) run(ctx context.Context, target uint64) error {
 			return nil
 		}
 		err = r.runFrom(ctx, cp, target)
-		if errors.Is(err, ErrSwitched) && switches < switchesMax {
-			continue
+		if !errors.Is(err, ErrSwitched) {
+			return err
 		}
-		return err
+		// A switch after progress is a new rebuild; only switches in a
+		// row without a batch applied count towards the bound.
+		if r.applied.Load() > cp {
+			switches = 0
+		}
+		if switches++; switches > switchesMax {
+			return err
+		}
 	}
 }
 

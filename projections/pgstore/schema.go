@@ -31,11 +31,11 @@ const NamespaceDefault = "tresor_projections"
 // spliced into SQL quoted and never need escaping.
 var namespacePattern = regexp.MustCompile(`^[a-z][a-z0-9_]{0,39}$`)
 
-// Generation states (control migration 001).
+// Generation states (control migration 001) that Apply checks; the third
+// is "building".
 const (
-	stateBuilding = "building"
-	stateCurrent  = "current"
-	stateRetired  = "retired"
+	stateCurrent = "current"
+	stateRetired = "retired"
 )
 
 // ErrNoGeneration is returned when the control schema names no current
