@@ -24,7 +24,12 @@ type Store struct {
 	checkpoint uint64
 	wake       chan struct{}
 	accounts   map[string]*projections.Account
-	accountIDs []string // sorted
+	// accountIDs lists the accounts in id order once sorted; new accounts
+	// are appended and sorted by the next listing (listings are rare,
+	// batches many: a rebuild with a million players must not sort a
+	// million ids per batch).
+	accountIDs []string
+	idsSorted  bool
 	limits     map[string][]projections.LimitChange
 	journal    map[string][]projections.JournalLine
 	totals     map[string]*[2]domain.Amount // credits, debits
@@ -112,18 +117,15 @@ func (s *Store) check(c *projections.Changes) error {
 }
 
 func (s *Store) write(c *projections.Changes) {
-	newAccounts := false
 	for _, a := range c.Accounts {
 		row := s.accounts[a.Player]
 		if row == nil {
 			row = &projections.Account{Player: a.Player}
 			s.accounts[a.Player] = row
-			newAccounts = true
+			s.accountIDs = append(s.accountIDs, a.Player)
+			s.idsSorted = false
 		}
 		a.ApplyTo(row)
-	}
-	if newAccounts {
-		s.accountIDs = sortedKeys(s.accounts)
 	}
 	for _, l := range c.LimitChanges {
 		s.limits[l.Player] = append(s.limits[l.Player], l)
@@ -225,8 +227,12 @@ func (s *Store) Accounts(_ context.Context, after string, limit int) ([]projecti
 	if err != nil {
 		return nil, fmt.Errorf("list accounts: %w", err)
 	}
-	s.mu.RLock()
-	defer s.mu.RUnlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.idsSorted {
+		slices.Sort(s.accountIDs)
+		s.idsSorted = true
+	}
 	i := sort.SearchStrings(s.accountIDs, after)
 	if i < len(s.accountIDs) && s.accountIDs[i] == after {
 		i++
