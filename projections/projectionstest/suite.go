@@ -372,6 +372,7 @@ type cancelling struct {
 	cancel context.CancelFunc
 }
 
+// Read implements projections.Source.
 func (c cancelling) Read(ctx context.Context, from uint64, fn func(uint64, time.Time, domain.Event) error) error {
 	seen := 0
 	return c.Log.Read(ctx, from, func(seq uint64, at time.Time, e domain.Event) error {
