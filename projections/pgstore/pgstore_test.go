@@ -50,14 +50,32 @@ func TestSameRowsAsMemory(t *testing.T) {
 
 // TestRebuildSwitchesReaders rebuilds a live projection from the first event
 // while the stream grows: readers keep reading, the live runner follows the
-// switch, and the rebuilt copy ends identical to a projection that never
-// stopped.
+// switch (back to the new copy's checkpoint when it was ahead of it), and
+// the rebuilt copy ends identical to a projection that never stopped.
 func TestRebuildSwitchesReaders(t *testing.T) {
+	// The live store learns of the switch either from a read (readers look
+	// for a new generation) or from its own next batch.
+	t.Run("ReadFirst", func(t *testing.T) { testRebuild(t, true) })
+	t.Run("BatchFirst", func(t *testing.T) { testRebuild(t, false) })
+}
+
+func testRebuild(t *testing.T, readFirst bool) {
 	rules := projectionstest.SmallRules(t)
 	w := projectionstest.Standard(t, rules)
 	half := len(w.Events) / 2
 	log := projectionstest.NewLog(w.Events[:half])
-	live := openStore(t, rules, "live")
+	ns := namespace(t, "live")
+	// With readFirst the live store looks for a new generation at every
+	// read, so that a read after the switch moves it before its runner's
+	// next batch; otherwise it looks only once an hour.
+	refresh := time.Hour
+	if readFirst {
+		refresh = time.Nanosecond
+	}
+	live, err := pgstore.Open(context.Background(), testPool, pgstore.Config{Rules: rules, Namespace: ns, RefreshEvery: refresh})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	runErr := make(chan error, 1)
@@ -65,16 +83,23 @@ func TestRebuildSwitchesReaders(t *testing.T) {
 	if err := live.WaitFor(ctx, uint64(half)); err != nil {
 		t.Fatal(err)
 	}
-	ns := namespace(t, "live")
+	// The rebuild reads a stream a few events behind the live projection
+	// (as when the stream grows between its last round and the switch):
+	// the live runner must go back to the new copy's checkpoint.
+	behind := half - 5
 	var reports []pgstore.Progress
-	gen, err := pgstore.Rebuild(ctx, testPool, pgstore.Config{Rules: rules, Namespace: ns}, log, func(p pgstore.Progress) { reports = append(reports, p) })
+	gen, err := pgstore.Rebuild(ctx, testPool, pgstore.Config{Rules: rules, Namespace: ns}, projectionstest.NewLog(w.Events[:behind]),
+		func(p pgstore.Progress) { reports = append(reports, p) })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if gen != 2 || len(reports) == 0 || !reports[len(reports)-1].Switched || reports[len(reports)-1].Applied != uint64(half) {
+	if gen != 2 || len(reports) == 0 || !reports[len(reports)-1].Switched || reports[len(reports)-1].Applied != uint64(behind) {
 		t.Fatalf("rebuild: generation %d, reports %+v", gen, reports)
 	}
-	// The stream goes on; the live runner moves to generation 2.
+	// The stream goes on and the live runner follows the switch.
+	if _, err := live.Account(ctx, "p1"); err != nil {
+		t.Fatal(err)
+	}
 	log.Append(w.Events[half:]...)
 	reader, err := pgstore.Open(ctx, testPool, pgstore.Config{Rules: rules, Namespace: ns})
 	if err != nil {

@@ -56,7 +56,12 @@ type Store struct {
 	sql       *statements
 
 	applyMu sync.Mutex
-	proj    *projections.Projector
+	// applyGen is the generation the caller of Apply last learnt the
+	// checkpoint of: when a read moves the store to another generation,
+	// the next Apply returns ErrSwitched so that the Runner reads the new
+	// checkpoint instead of finding a gap.
+	applyGen int
+	proj     *projections.Projector
 	// known is the checkpoint the projector's block facts are in step
 	// with; another writer moving the checkpoint makes Apply reload them.
 	known    uint64
@@ -81,13 +86,14 @@ func Open(ctx context.Context, pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if _, err := s.refresh(ctx, true); err != nil {
 		return nil, err
 	}
+	s.applyGen = s.gen
 	return s, nil
 }
 
 // openGeneration returns a store pinned to one generation.
 func openGeneration(pool *pgxpool.Pool, cfg Config, gen int) *Store {
 	schema := genSchema(cfg.Namespace, gen)
-	return &Store{pool: pool, cfg: cfg, pinned: true, gen: gen, schema: schema,
+	return &Store{pool: pool, cfg: cfg, pinned: true, gen: gen, schema: schema, applyGen: gen,
 		sql: newStatements(schema, cfg.Namespace), wake: make(chan struct{})}
 }
 
@@ -165,6 +171,10 @@ func (s *Store) Apply(ctx context.Context, batch []projections.Envelope) error {
 	s.mu.Lock()
 	q, gen := s.sql, s.gen
 	s.mu.Unlock()
+	if gen != s.applyGen {
+		s.applyGen, s.hasKnown = gen, false
+		return fmt.Errorf("apply batch: readers moved to generation %d: %w", gen, projections.ErrSwitched)
+	}
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return fmt.Errorf("apply batch: begin: %w", err)
@@ -183,6 +193,7 @@ func (s *Store) Apply(ctx context.Context, batch []projections.Envelope) error {
 		if _, err := s.refresh(ctx, true); err != nil {
 			return err
 		}
+		s.applyGen = s.Generation()
 		return fmt.Errorf("apply batch: generation %d is %s: %w", gen, state, projections.ErrSwitched)
 	}
 	if !s.hasKnown || s.known != uint64(cp) {
