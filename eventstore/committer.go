@@ -24,6 +24,15 @@ type CommitterConfig struct {
 	// committer remembers to check expectations (default 100 000); past it
 	// the cache is dropped and refilled from the server on demand.
 	AggregateCacheMax int
+	// LingerMax bounds how long a free sender waits for the writers it has
+	// just answered to submit again (default 2ms). A JetStream atomic batch
+	// costs milliseconds whatever its size, so when many writers wait on
+	// answers, sending at once would split them into two groups that
+	// alternate, each paying a full commit. After each acknowledgement the
+	// committer expects the events it held plus the events it answered, and
+	// sends when 90% of them are there or LingerMax has passed. A lone
+	// writer never waits: its one request is all that is expected.
+	LingerMax time.Duration
 	// SealKey signs Seal events; nil disables seals.
 	SealKey ed25519.PrivateKey
 	// SealEvery seals after this many events (default 10 000).
@@ -49,8 +58,11 @@ func (c *CommitterConfig) setDefaults() error {
 	if c.SealInterval == 0 {
 		c.SealInterval = time.Minute
 	}
+	if c.LingerMax == 0 {
+		c.LingerMax = 2 * time.Millisecond
+	}
 	if c.QueueMax < 1 || c.BatchEventsMax < 2 || c.BatchEventsMax > BatchEventsMax || c.AggregateCacheMax < 1 ||
-		c.SealEvery < 1 || c.SealInterval <= 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
+		c.SealEvery < 1 || c.SealInterval <= 0 || c.LingerMax < 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
 		return fmt.Errorf("committer config %+v: %w", *c, ErrInvalid)
 	}
 	return nil
@@ -246,6 +258,8 @@ type loopState struct {
 	sealedAt  uint64               // chain position of the last sealed head
 	sealDue   bool                 // the interval elapsed
 	inFlightN int                  // batches handed to the sender, not acknowledged
+	freeAt    time.Time            // when the last acknowledgement freed the sender
+	expected  int                  // events worth waiting for before sending (see LingerMax)
 	failed    error                // fatal error: answer everything with it
 }
 
@@ -261,6 +275,8 @@ func (c *committer) loop(head Head) {
 		defer t.Stop()
 		tick = t.C
 	}
+	lingerT := time.NewTimer(time.Hour)
+	defer lingerT.Stop()
 	reqs := c.reqs
 	senderOpen := true
 	for {
@@ -278,8 +294,15 @@ func (c *committer) loop(head Head) {
 			}
 		}
 		var toSend chan *batch
+		var linger <-chan time.Time
 		if st.cur != nil && len(st.cur.recs) > 0 {
-			toSend = c.toSend
+			wait := c.cfg.LingerMax - time.Since(st.freeAt)
+			if st.next != nil || reqs == nil || len(st.cur.recs) >= st.expected || wait <= 0 {
+				toSend = c.toSend
+			} else {
+				lingerT.Reset(wait)
+				linger = lingerT.C
+			}
 		}
 		in := reqs
 		if st.next != nil { // batch full: stop reading, push back on Submit
@@ -311,9 +334,16 @@ func (c *committer) loop(head Head) {
 		case toSend <- st.cur:
 			st.inFlightN++
 			st.cur = nil
+		case <-linger:
 		case a := <-c.acks:
 			st.inFlightN--
 			c.acked(st, a)
+			held := 0
+			if st.cur != nil {
+				held = len(st.cur.recs)
+			}
+			st.freeAt = time.Now()
+			st.expected = min((held+len(a.b.recs))*9/10, c.cfg.BatchEventsMax)
 		case <-tick:
 			st.sealDue = true
 		}

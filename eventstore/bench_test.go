@@ -1,0 +1,219 @@
+package eventstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/eventstore"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// benchPayload is the size of a typical Tresor event body.
+var benchPayload = json.RawMessage(`{"player":"p-000123","block":"b-0042","unit":314159,"stake_cents":200,"tier":"sapphire_x2","prize_cents":600}`)
+
+// benchMessageBytes is the size of a stored event (headers and payload), so
+// that the raw yardsticks move the same bytes as Tresor.
+const benchMessageBytes = 560
+
+// BenchmarkAppend measures, in one run on one embedded sync-always server:
+// the raw JetStream yardstick (1 000-message atomic batches), raw async
+// publish, Tresor's committer under 1, 64 and 1 024 concurrent writers
+// and one pipelined single-threaded writer (events/s, ratio to the
+// yardstick, p50/p99 latency), and ordered reads. Figures are quoted in
+// docs/performance.md. Each sub-benchmark does a fixed amount of work per
+// iteration; run it with -benchtime 1x.
+func BenchmarkAppend(b *testing.B) {
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	ctx := context.Background()
+	store, err := srv.Open(ctx, eventstore.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	var yardstick float64
+
+	b.Run("yardstick_atomic_batch_1000", func(b *testing.B) {
+		var rate float64
+		for b.Loop() {
+			r, err := eventstore.MeasureAtomicBatches(ctx, store.Conn(), eventstore.Yardstick{
+				Batches: 100, BatchSize: eventstore.BatchEventsMax, MessageBytes: benchMessageBytes, Replicas: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			rate = r
+		}
+		yardstick = rate
+		b.ReportMetric(rate, "events/s")
+	})
+
+	b.Run("raw_async_publish", func(b *testing.B) {
+		const msgs = 6000
+		var rate float64
+		for b.Loop() {
+			rate = rawAsyncPublish(b, store.Conn(), msgs)
+		}
+		b.ReportMetric(rate, "events/s")
+	})
+
+	for _, writers := range []int{1, 64, 1024} {
+		b.Run(fmt.Sprintf("committer_writers_%d", writers), func(b *testing.B) {
+			events := 100_000
+			if writers == 1 {
+				events = 600 // one commit per event: a few seconds
+			}
+			var rate float64
+			var lat []time.Duration
+			for b.Loop() {
+				rate, lat = committerWriters(b, store, fmt.Sprintf("w%d", writers), writers, events)
+			}
+			reportRate(b, rate, yardstick, lat)
+		})
+	}
+
+	b.Run("committer_pipelined_single_writer", func(b *testing.B) {
+		var rate float64
+		var lat []time.Duration
+		for b.Loop() {
+			rate, lat = committerPipelined(b, store, "pipelined", 200_000)
+		}
+		reportRate(b, rate, yardstick, lat)
+	})
+
+	b.Run("ordered_read", func(b *testing.B) {
+		var rate float64
+		for b.Loop() {
+			n := 0
+			start := time.Now()
+			if _, err := store.ReadFrom(ctx, 1, func(eventstore.RecordedEvent) error { n++; return nil }); err != nil {
+				b.Fatal(err)
+			}
+			rate = float64(n) / time.Since(start).Seconds()
+		}
+		b.ReportMetric(rate, "events/s")
+	})
+}
+
+func reportRate(b *testing.B, rate, yardstick float64, lat []time.Duration) {
+	b.ReportMetric(rate, "events/s")
+	if yardstick > 0 {
+		b.ReportMetric(rate/yardstick, "x_yardstick")
+	}
+	if len(lat) > 0 {
+		slices.Sort(lat)
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50_ms")
+		b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99_ms")
+	}
+}
+
+// rawAsyncPublish publishes msgs single messages asynchronously into a
+// scratch stream like Tresor's and returns messages/s.
+func rawAsyncPublish(b *testing.B, nc *nats.Conn, msgs int) float64 {
+	ctx := context.Background()
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	if err != nil {
+		b.Fatal(err)
+	}
+	name := fmt.Sprintf("ASYNC_%d", time.Now().UnixNano())
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{name + ".>"},
+		Storage: jetstream.FileStorage}); err != nil {
+		b.Fatal(err)
+	}
+	defer js.DeleteStream(ctx, name)
+	payload := make([]byte, benchMessageBytes)
+	start := time.Now()
+	for i := range msgs {
+		if _, err := js.PublishAsync(fmt.Sprintf("%s.%d", name, i%64), payload); err != nil {
+			b.Fatal(err)
+		}
+	}
+	select {
+	case <-js.PublishAsyncComplete():
+	case <-time.After(time.Minute):
+		b.Fatal("async publishes not acknowledged within a minute")
+	}
+	return float64(msgs) / time.Since(start).Seconds()
+}
+
+func benchEvent(i int) eventstore.Event {
+	return eventstore.Event{Type: "bench.StakePlaced", SchemaVersion: 1,
+		Aggregate: eventstore.Aggregate{Kind: "player", ID: fmt.Sprintf("p%d", i%10_000)}, Payload: benchPayload}
+}
+
+// committerWriters has writers goroutines each submit one-event requests
+// and wait for each answer, until events are appended.
+func committerWriters(b *testing.B, store eventstore.Store, chain string, writers, events int) (float64, []time.Duration) {
+	ctx := context.Background()
+	c, err := store.NewCommitter(ctx, chain, eventstore.CommitterConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	var next atomic.Int64
+	lat := make([][]time.Duration, writers)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := range writers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1))
+				if i > events {
+					return
+				}
+				t0 := time.Now()
+				r := <-c.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{benchEvent(i)}})
+				if r.Err != nil {
+					b.Error(r.Err)
+					return
+				}
+				lat[w] = append(lat[w], time.Since(t0))
+			}
+		})
+	}
+	wg.Wait()
+	return float64(events) / time.Since(start).Seconds(), slices.Concat(lat...)
+}
+
+// committerPipelined is the settlement writer's shape: one goroutine
+// submits without waiting, a second collects answers in order.
+func committerPipelined(b *testing.B, store eventstore.Store, chain string, events int) (float64, []time.Duration) {
+	ctx := context.Background()
+	c, err := store.NewCommitter(ctx, chain, eventstore.CommitterConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	type inflight struct {
+		ch <-chan eventstore.AppendResult
+		t0 time.Time
+	}
+	pending := make(chan inflight, 8192)
+	lat := make([]time.Duration, 0, events)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for p := range pending {
+			if r := <-p.ch; r.Err != nil {
+				b.Error(r.Err)
+			}
+			lat = append(lat, time.Since(p.t0))
+		}
+	}()
+	start := time.Now()
+	for i := range events {
+		pending <- inflight{ch: c.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{benchEvent(i)}}), t0: time.Now()}
+	}
+	close(pending)
+	<-done
+	return float64(events) / time.Since(start).Seconds(), lat
+}
