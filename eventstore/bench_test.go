@@ -120,7 +120,7 @@ func reportRate(b *testing.B, rate, yardstick float64, lat []time.Duration) {
 // scratch stream like Tresor's and returns messages/s.
 func rawAsyncPublish(b *testing.B, nc *nats.Conn, msgs int) float64 {
 	ctx := context.Background()
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(1024))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func rawAsyncPublish(b *testing.B, nc *nats.Conn, msgs int) float64 {
 	payload := make([]byte, benchMessageBytes)
 	start := time.Now()
 	for i := range msgs {
-		if _, err := js.PublishAsync(fmt.Sprintf("%s.%d", name, i%64), payload); err != nil {
+		if _, err := js.PublishAsync(fmt.Sprintf("%s.%d", name, i%64), payload, jetstream.WithStallWait(10*time.Second)); err != nil {
 			b.Fatal(err)
 		}
 	}
