@@ -25,13 +25,14 @@ type CommitterConfig struct {
 	// the cache is dropped and refilled from the server on demand.
 	AggregateCacheMax int
 	// LingerMax bounds how long a free sender waits for the writers it has
-	// just answered to submit again (default 2ms). A JetStream atomic batch
-	// costs milliseconds whatever its size, so when many writers wait on
-	// answers, sending at once would split them into two groups that
-	// alternate, each paying a full commit. After each acknowledgement the
-	// committer expects the events it held plus the events it answered, and
-	// sends when 90% of them are there or LingerMax has passed. A lone
-	// writer never waits: its one request is all that is expected.
+	// just answered to submit again (default 10ms, and never more than half
+	// the last batch's commit time). A JetStream atomic batch costs
+	// milliseconds, so when many writers wait on answers, sending at once
+	// would split them into two groups that alternate, each paying a full
+	// commit. After each acknowledgement the committer expects the events
+	// it held plus the events it answered, and sends when 90% of them are
+	// there or the wait is over. A lone writer never waits: its one request
+	// is all that is expected.
 	LingerMax time.Duration
 	// SealKey signs Seal events; nil disables seals.
 	SealKey ed25519.PrivateKey
@@ -59,7 +60,7 @@ func (c *CommitterConfig) setDefaults() error {
 		c.SealInterval = time.Minute
 	}
 	if c.LingerMax == 0 {
-		c.LingerMax = 2 * time.Millisecond
+		c.LingerMax = 10 * time.Millisecond
 	}
 	if c.QueueMax < 1 || c.BatchEventsMax < 2 || c.BatchEventsMax > BatchEventsMax || c.AggregateCacheMax < 1 ||
 		c.SealEvery < 1 || c.SealInterval <= 0 || c.LingerMax < 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
@@ -115,8 +116,8 @@ type pending struct {
 // batch is a built, hashed batch on its way to the sender.
 type batch struct {
 	recs    []RecordedEvent
+	msgs    []*nats.Msg // recs encoded, built with them
 	members []*pending
-	head    Head // tentative head after this batch (stream sequence unknown)
 }
 
 // sent is a batch after its commit attempt.
@@ -226,13 +227,12 @@ func (c *committer) Close() error {
 // batch without sending it.
 func (c *committer) send(fence uint64) {
 	var failed error
-	msgs := make([]*nats.Msg, 0, c.cfg.BatchEventsMax)
 	for b := range c.toSend {
 		if failed != nil {
 			c.acks <- sent{b: b, err: failed}
 			continue
 		}
-		seqs, err := c.store.commitBatch(context.Background(), c.chain, fence, b.recs, msgs)
+		seqs, err := c.store.commitBatch(context.Background(), c.chain, fence, b.recs, b.msgs)
 		if err != nil {
 			if errors.Is(err, ErrConflict) {
 				err = fmt.Errorf("commit to chain %s: %w: %w", c.chain, ErrFenced, err)
@@ -248,19 +248,21 @@ func (c *committer) send(fence uint64) {
 
 // loopState is owned by the loop goroutine.
 type loopState struct {
-	tentative Head                 // head after every built batch
-	acked     Head                 // head after every acknowledged batch
-	cache     map[Aggregate]uint64 // last committed sequence per aggregate
-	inFlight  map[Aggregate]int    // events built but not yet acknowledged
-	cur       *batch               // batch being built
-	next      *pending             // request that did not fit in cur
-	sealPos   uint64               // chain position of the last seal event
-	sealedAt  uint64               // chain position of the last sealed head
-	sealDue   bool                 // the interval elapsed
-	inFlightN int                  // batches handed to the sender, not acknowledged
-	freeAt    time.Time            // when the last acknowledgement freed the sender
-	expected  int                  // events worth waiting for before sending (see LingerMax)
-	failed    error                // fatal error: answer everything with it
+	tentative  Head                 // head after every built batch
+	acked      Head                 // head after every acknowledged batch
+	cache      map[Aggregate]uint64 // last committed sequence per aggregate
+	inFlight   map[Aggregate]int    // events built but not yet acknowledged
+	cur        *batch               // batch being built
+	next       *pending             // request that did not fit in cur
+	sealPos    uint64               // chain position of the last seal event
+	sealedAt   uint64               // chain position of the last sealed head
+	sealDue    bool                 // the interval elapsed
+	inFlightN  int                  // batches handed to the sender, not acknowledged
+	freeAt     time.Time            // when the last acknowledgement freed the sender
+	sentAt     time.Time            // when the batch in flight was handed over
+	lastCommit time.Duration        // how long the last batch took to commit
+	expected   int                  // events worth waiting for before sending (see LingerMax)
+	failed     error                // fatal error: answer everything with it
 }
 
 // loop batches requests, hashes them onto the chain, hands batches to the
@@ -296,7 +298,7 @@ func (c *committer) loop(head Head) {
 		var toSend chan *batch
 		var linger <-chan time.Time
 		if st.cur != nil && len(st.cur.recs) > 0 {
-			wait := c.cfg.LingerMax - time.Since(st.freeAt)
+			wait := min(c.cfg.LingerMax, st.lastCommit/2) - time.Since(st.freeAt)
 			if st.next != nil || reqs == nil || len(st.cur.recs) >= st.expected || wait <= 0 {
 				toSend = c.toSend
 			} else {
@@ -333,10 +335,21 @@ func (c *committer) loop(head Head) {
 			}
 		case toSend <- st.cur:
 			st.inFlightN++
+			st.sentAt = time.Now()
 			st.cur = nil
 		case <-linger:
 		case a := <-c.acks:
 			st.inFlightN--
+			st.lastCommit = time.Since(st.sentAt)
+			// A full batch goes to the sender (which is waiting for it)
+			// before the acknowledged requests are answered.
+			if a.err == nil && st.failed == nil && st.cur != nil &&
+				(st.next != nil || len(st.cur.recs) >= c.cfg.BatchEventsMax) {
+				c.toSend <- st.cur
+				st.inFlightN++
+				st.sentAt = time.Now()
+				st.cur = nil
+			}
 			c.acked(st, a)
 			held := 0
 			if st.cur != nil {
@@ -362,16 +375,25 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 		return true
 	}
 	if st.cur == nil {
-		st.cur = &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax)}
+		st.cur = &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax), msgs: make([]*nats.Msg, 0, c.cfg.BatchEventsMax)}
 	}
 	p.recs = len(st.cur.recs)
-	st.cur.recs, st.tentative = c.store.record(c.chain, st.tentative, p.req.Events, c.store.cfg.Now().UTC(), st.cur.recs)
+	c.record(st, p.req.Events)
 	st.cur.members = append(st.cur.members, p)
-	st.cur.head = st.tentative
 	for i := range p.req.Events {
 		st.inFlight[p.req.Events[i].Aggregate]++
 	}
 	return true
+}
+
+// record links events after the tentative head into the current batch and
+// encodes them, so that the sender only has to publish.
+func (c *committer) record(st *loopState, events []Event) {
+	first := len(st.cur.recs)
+	st.cur.recs, st.tentative = c.store.record(c.chain, st.tentative, events, c.store.cfg.Now().UTC(), st.cur.recs)
+	for i := first; i < len(st.cur.recs); i++ {
+		st.cur.msgs = append(st.cur.msgs, c.store.subj.encodeMsg(&st.cur.recs[i]))
+	}
 }
 
 // checkExpectations checks a request against the committer's view: the
@@ -422,9 +444,8 @@ func (c *committer) addSeal(st *loopState) {
 		c.fail(st, err)
 		return
 	}
-	st.cur = &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax)}
-	st.cur.recs, st.tentative = c.store.record(c.chain, st.tentative, []Event{ev}, c.store.cfg.Now().UTC(), st.cur.recs)
-	st.cur.head = st.tentative
+	st.cur = &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax), msgs: make([]*nats.Msg, 0, c.cfg.BatchEventsMax)}
+	c.record(st, []Event{ev})
 	st.sealedAt = st.acked.ChainSeq
 	st.sealPos = st.tentative.ChainSeq
 	st.sealDue = false

@@ -3,6 +3,7 @@ package eventstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -51,7 +52,11 @@ func (s *NATSStore) consume(ctx context.Context, filter string, from uint64, con
 	if err != nil {
 		return fmt.Errorf("create ordered consumer on %s from %d: %w", s.cfg.Stream, from, err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.ReadBatchMax))
+	// Short pull expiry and heartbeats: a pull request lost while a
+	// consumer or stream leader comes up is noticed and re-issued within
+	// seconds, well inside RequestTimeout, instead of after the 30s default.
+	it, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.ReadBatchMax),
+		jetstream.PullExpiry(4*time.Second), jetstream.PullHeartbeat(time.Second))
 	if err != nil {
 		return fmt.Errorf("read %s from %d: %w", s.cfg.Stream, from, err)
 	}

@@ -434,13 +434,16 @@ func (s *NATSStore) Append(ctx context.Context, chain string, req AppendRequest)
 }
 
 // commitBatch publishes recs as one atomic batch fenced on the chain's
-// last sequence being fence, and returns their stream sequences. msgs, when
-// not nil, is reused as scratch space for the encoded messages.
+// last sequence being fence, and returns their stream sequences. msgs are
+// the encoded recs when the caller encoded them ahead of time (the
+// committer does, while the previous batch commits); nil encodes them here.
 func (s *NATSStore) commitBatch(ctx context.Context, chain string, fence uint64, recs []RecordedEvent, msgs []*nats.Msg) ([]uint64, error) {
 	chainSubj := s.subj.chain(chain)
-	msgs = msgs[:0]
-	for i := range recs {
-		msgs = append(msgs, s.subj.encodeMsg(&recs[i]))
+	if msgs == nil {
+		msgs = make([]*nats.Msg, len(recs))
+		for i := range recs {
+			msgs[i] = s.subj.encodeMsg(&recs[i])
+		}
 	}
 	// The fence: the chain's last sequence, checked by the server against
 	// the wildcard subject of the whole chain. Allowed on the first message
