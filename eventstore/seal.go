@@ -148,7 +148,9 @@ type Verifier struct {
 }
 
 // NewVerifier verifies from the first event of the stream: every chain
-// must begin at position 1 with a zero previous hash.
+// must begin at position 1 with a zero previous hash. pub is the operator's
+// seal key; with nil, chains are checked and any seal is reported as an
+// error, since it cannot be verified.
 func NewVerifier(pub ed25519.PublicKey) *Verifier {
 	return &Verifier{pub: pub, fromStart: true, chains: map[string]*chainState{}}
 }
