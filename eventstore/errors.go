@@ -52,6 +52,11 @@ var (
 	// lose or rewrite events. The details are in an *UnsafeStreamError.
 	ErrUnsafeStream = errors.New("eventstore: unsafe stream configuration")
 
+	// ErrDisconnected reports a follower whose connection to NATS closed
+	// or stayed down for a whole Config.RequestTimeout: the caller decides
+	// whether to reconnect and resume from its last sequence.
+	ErrDisconnected = errors.New("eventstore: connection to NATS lost")
+
 	// ErrGap reports a hole in stream sequences while reading: since the
 	// stream denies deletes and purges, a gap means lost data or a bug.
 	ErrGap = errors.New("eventstore: gap in stream sequence")

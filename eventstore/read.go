@@ -2,9 +2,11 @@ package eventstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -28,9 +30,9 @@ func (s *NATSStore) decodeJS(m jetstream.Msg) (RecordedEvent, error) {
 
 // consume runs an ordered consumer over filter from sequence from and calls
 // fn for each event until stop says so. Each wait for a message is bounded
-// by Config.RequestTimeout when bounded (catch-up reads), or only by ctx (following the
-// tail). contiguous requires stream sequences without gaps (whole-stream
-// reads).
+// by Config.RequestTimeout: an error for catch-up reads (bounded), a
+// connection check when following the tail. contiguous requires stream
+// sequences without gaps (whole-stream reads).
 func (s *NATSStore) consume(ctx context.Context, filter string, from uint64, contiguous, bounded bool,
 	fn func(RecordedEvent) (stop bool, err error)) error {
 	if from == 0 {
@@ -61,17 +63,29 @@ func (s *NATSStore) consume(ctx context.Context, filter string, from uint64, con
 		return fmt.Errorf("read %s from %d: %w", s.cfg.Stream, from, err)
 	}
 	defer it.Stop()
+	// Cancelling ctx stops the iterator, which unblocks Next at once.
+	defer context.AfterFunc(ctx, it.Stop)()
 	next := from
+	down := 0 // consecutive idle waits with the connection down
 	for {
-		var m jetstream.Msg
-		if bounded {
-			m, err = it.Next(jetstream.NextMaxWait(s.cfg.RequestTimeout))
-		} else {
-			m, err = it.Next(jetstream.NextContext(ctx))
-		}
+		m, err := it.Next(jetstream.NextMaxWait(s.cfg.RequestTimeout))
 		if err != nil {
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if !bounded && errors.Is(err, nats.ErrTimeout) {
+				// Following an idle tail: waiting is normal, a connection
+				// that is closed or stays down for a whole wait is not
+				// (a reconnect to another node within it is fine: the
+				// ordered consumer resumes at the next sequence).
+				if s.nc.IsConnected() {
+					down = 0
+					continue
+				}
+				if down++; down < 2 && !s.nc.IsClosed() {
+					continue
+				}
+				return fmt.Errorf("follow %s at sequence %d: %s: %w", s.cfg.Stream, next, s.nc.Status(), ErrDisconnected)
 			}
 			return fmt.Errorf("read %s at sequence %d: %w", s.cfg.Stream, next, err)
 		}

@@ -105,7 +105,8 @@ type Store interface {
 	ReadFrom(ctx context.Context, from uint64, fn func(RecordedEvent) error) (uint64, error)
 	// Follow calls fn for every event from stream sequence from onwards,
 	// waiting for new ones, until ctx ends (it then returns ctx.Err()) or an
-	// error as for ReadFrom.
+	// error as for ReadFrom; ErrDisconnected when the connection closes or
+	// stays down for a whole RequestTimeout.
 	Follow(ctx context.Context, from uint64, fn func(RecordedEvent) error) error
 	// LastSequence is the stream's last sequence (0 when empty).
 	LastSequence(ctx context.Context) (uint64, error)
