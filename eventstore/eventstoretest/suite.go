@@ -96,6 +96,7 @@ func Run(t *testing.T, b Backend) {
 		{"SecondWriterCannotFork", testSecondWriterFenced},
 		{"OrderAndGapFree", testOrderAndGapFree},
 		{"HashChainAndSeals", testHashChainAndSeals},
+		{"SealOnInterval", testSealOnInterval},
 		{"TamperDetected", testTamperDetected},
 		{"Registry", testRegistry},
 		{"Follow", testFollow},
@@ -681,5 +682,55 @@ func testSecondWriterFenced(t *testing.T, b Backend, cfg eventstore.Config) {
 	}
 	if _, err := eventstore.VerifyStore(ctx, s, eventstore.NewVerifier(nil), 1); err != nil {
 		t.Fatalf("verify: %v", err)
+	}
+}
+
+// testSealOnInterval checks that a quiet chain is sealed after
+// SealInterval, not only every SealEvery events, and that a seal is never
+// sealed again.
+func testSealOnInterval(t *testing.T, b Backend, cfg eventstore.Config) {
+	ctx := Ctx(t, 30*time.Second)
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := b.Open(t, cfg)
+	c, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{SealKey: key, SealEvery: 1_000_000, SealInterval: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for i := range 3 {
+		if r := <-c.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{Ev("test.A", "acct", "a", i)}}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	// The interval may also fire between the submits (a slow machine):
+	// what must hold is that the last event ends up a seal of the last
+	// domain event, and that nothing follows it.
+	var all []eventstore.RecordedEvent
+	Eventually(t, 10*time.Second, func() error {
+		all = ReadAll(t, s)
+		last := all[len(all)-1]
+		if last.Type != eventstore.SealType {
+			return fmt.Errorf("last event is %s, no seal yet", last.Type)
+		}
+		seal, err := eventstore.ParseSeal(&last, pub)
+		if err != nil {
+			return err
+		}
+		if seal.ChainSeq != last.ChainSeq-1 {
+			return fmt.Errorf("seal of position %d, last domain event at %d", seal.ChainSeq, last.ChainSeq-1)
+		}
+		return nil
+	})
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if after := ReadAll(t, s); len(after) != len(all) {
+		t.Fatalf("%d events after close, %d before: a seal of a seal", len(after), len(all))
+	}
+	if st, err := eventstore.VerifyStore(ctx, s, eventstore.NewVerifier(pub), 1); err != nil || st.Seals == 0 {
+		t.Fatalf("verify: %+v, %v", st, err)
 	}
 }
