@@ -169,15 +169,6 @@ func (e *EmbeddedServer) ClientURL() string {
 	return e.srv.ClientURL()
 }
 
-// ClusterURL is the route URL other nodes use, empty outside a cluster.
-func (e *EmbeddedServer) ClusterURL() string {
-	a := e.srv.ClusterAddr()
-	if a == nil {
-		return ""
-	}
-	return "nats-route://" + a.String()
-}
-
 // Name is the server name, as reported in stream cluster info.
 func (e *EmbeddedServer) Name() string { return e.srv.Name() }
 

@@ -49,12 +49,6 @@ type Expect struct {
 // yet).
 func ExpectLast(seq uint64) Expect { return Expect{seq: seq, set: true} }
 
-// IsSet reports whether the expectation is stated.
-func (e Expect) IsSet() bool { return e.set }
-
-// Seq is the expected sequence (meaningful when IsSet).
-func (e Expect) Seq() uint64 { return e.seq }
-
 // AggregateExpectation states the last stream sequence a caller saw for one
 // aggregate (0: the aggregate must have no events yet).
 type AggregateExpectation struct {
