@@ -1,6 +1,7 @@
 package eventstore_test
 
 import (
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -11,10 +12,12 @@ import (
 )
 
 // TestClusterLeaderLoss stops the stream leader of an R3 stream while
-// writers append through a committer. Appends resume on a new committer
-// after the election; every acknowledged event is still there; every
-// request that was not acknowledged is either fully present or fully
-// absent; the chain still verifies (no fork).
+// writers append through a committer: appends resume after the election.
+// Then it stops the new leader too, so that the stream loses its quorum
+// and batches in flight go unacknowledged, and restarts both nodes. Every
+// acknowledged event is still there; every request that was not
+// acknowledged is either fully present or fully absent; the chain still
+// verifies (no fork).
 func TestClusterLeaderLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster: skipped in -short")
@@ -31,20 +34,42 @@ func TestClusterLeaderLoss(t *testing.T) {
 		failed     [][]string            // event ids of requests not acknowledged
 		generation int
 	)
-	newCommitter := func() {
-		eventstoretest.Eventually(t, 30*time.Second, func() error {
+	// rebuild replaces the committer of generation gen, retrying until the
+	// cluster answers again (bounded by ctx). Writers that notice the same
+	// failure wait for the one rebuilding.
+	var rebuildMu sync.Mutex
+	rebuild := func(gen int) {
+		rebuildMu.Lock()
+		defer rebuildMu.Unlock()
+		mu.Lock()
+		old, current := committer, generation
+		mu.Unlock()
+		if current != gen {
+			return
+		}
+		if old != nil {
+			old.Close()
+		}
+		retry := time.NewTicker(100 * time.Millisecond)
+		defer retry.Stop()
+		for {
 			cm, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
-			if err != nil {
-				return err
+			if err == nil {
+				mu.Lock()
+				committer, generation = cm, gen+1
+				mu.Unlock()
+				return
 			}
-			committer = cm
-			generation++
-			return nil
-		})
+			select {
+			case <-ctx.Done():
+				return
+			case <-retry.C:
+			}
+		}
 	}
-	newCommitter()
+	rebuild(0)
 
-	const writers, perWriter = 8, 150
+	const writers, perWriter = 8, 200
 	stopLeader := make(chan struct{})
 	var stopOnce sync.Once
 	var wg sync.WaitGroup
@@ -72,13 +97,14 @@ func TestClusterLeaderLoss(t *testing.T) {
 					}
 				} else {
 					failed = append(failed, ids)
-					if gen == generation { // first to notice rebuilds
+					if cm.Err() != nil && gen == generation {
 						t.Logf("writer %d: committer %d stopped: %v", w, gen, r.Err)
-						cm.Close()
-						newCommitter()
 					}
 				}
 				mu.Unlock()
+				if r.Err != nil && cm.Err() != nil {
+					rebuild(gen)
+				}
 				if ctx.Err() != nil {
 					return
 				}
@@ -87,18 +113,49 @@ func TestClusterLeaderLoss(t *testing.T) {
 	}
 
 	<-stopLeader
-	info, err := s.Stream().Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leader := info.Cluster.Leader
-	for i, n := range c.nodes {
-		if n != nil && n.Name() == leader {
-			t.Logf("stopping stream leader %s with %d events acknowledged", leader, len(acked))
-			c.stop(i)
+	stopStreamLeader := func() int {
+		info, err := s.Stream().Info(ctx)
+		if err != nil {
+			t.Fatal(err)
 		}
+		for i, n := range c.nodes {
+			if n != nil && n.Name() == info.Cluster.Leader {
+				mu.Lock()
+				t.Logf("stopping stream leader %s with %d events acknowledged", info.Cluster.Leader, len(acked))
+				mu.Unlock()
+				c.stop(i)
+				return i
+			}
+		}
+		t.Fatalf("stream leader %q not found", info.Cluster.Leader)
+		return -1
 	}
+	first := stopStreamLeader()
+	mu.Lock()
 	ackedBefore := len(acked)
+	mu.Unlock()
+	// Appends resume after the election...
+	eventstoretest.Eventually(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(acked) < ackedBefore+300 {
+			return fmt.Errorf("%d events acknowledged since the leader stopped", len(acked)-ackedBefore)
+		}
+		return nil
+	})
+	// ...then the new leader goes too: no quorum, batches in flight get
+	// no acknowledgement, writers get errors until the nodes come back.
+	second := stopStreamLeader()
+	eventstoretest.Eventually(t, 30*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(failed) == 0 {
+			return errors.New("no request failed without quorum")
+		}
+		return nil
+	})
+	c.start(t, first)
+	c.start(t, second)
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()
