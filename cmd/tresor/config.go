@@ -1,0 +1,134 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+// Config is Tresor's configuration, parsed only here (style.md item 17):
+// each setting has a flag and an environment variable, and a default that
+// runs the embedded mode.
+type Config struct {
+	// Data is the data directory: the embedded nats-server's JetStream
+	// files and, on first start, the generated keys.
+	Data string
+	// NATSURL points at an external NATS cluster instead of the embedded
+	// server.
+	NATSURL string
+	// DatabaseURL points the projections at PostgreSQL instead of memory.
+	DatabaseURL string
+	// HTTP is where the API listens.
+	HTTP string
+	// MasterKeyFile holds the 32-byte key that seals block seeds; default
+	// <data>/keys/master.key, generated on first start.
+	MasterKeyFile string
+	// SealKeyFile holds the Ed25519 key that signs Seal events; default
+	// <data>/keys/seal.ed25519, generated on first start.
+	SealKeyFile string
+	// SyncInterval loosens the embedded server's fsync (0: every write is
+	// on disk before it is acknowledged, the default).
+	SyncInterval time.Duration
+	// Replicas is the stream's replica count (1 embedded, 3 in a cluster).
+	Replicas int
+	// AbandonAfter is how long a play waits for its player before the
+	// system completes it.
+	AbandonAfter time.Duration
+}
+
+// env names the environment variable of each setting.
+var env = map[string]string{
+	"data": "TRESOR_DATA", "nats": "TRESOR_NATS_URL", "database-url": "TRESOR_DATABASE_URL", "http": "TRESOR_HTTP",
+	"master-key-file": "TRESOR_MASTER_KEY_FILE", "seal-key-file": "TRESOR_SEAL_KEY_FILE",
+	"sync-interval": "TRESOR_SYNC_INTERVAL", "replicas": "TRESOR_REPLICAS", "abandon-after": "TRESOR_ABANDON_AFTER",
+}
+
+// envOr returns the environment variable of a flag, or def.
+func envOr(flag, def string) string {
+	if v, ok := os.LookupEnv(env[flag]); ok {
+		return v
+	}
+	return def
+}
+
+// bindStoreFlags adds the flags that say where the stream lives.
+func bindStoreFlags(cmd *cobra.Command, c *Config) {
+	f := cmd.Flags()
+	f.StringVar(&c.Data, "data", envOr("data", "./tresor-data"), "data directory of the embedded server and its keys ($TRESOR_DATA)")
+	f.StringVar(&c.NATSURL, "nats", envOr("nats", ""), "URL of an external NATS cluster instead of the embedded server ($TRESOR_NATS_URL)")
+	f.StringVar(&c.MasterKeyFile, "master-key-file", envOr("master-key-file", ""), "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
+	f.StringVar(&c.SealKeyFile, "seal-key-file", envOr("seal-key-file", ""), "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
+	f.IntVar(&c.Replicas, "replicas", 1, "stream replicas: 1 embedded, 3 in a cluster ($TRESOR_REPLICAS)")
+	if v := envOr("replicas", ""); v != "" {
+		f.Set("replicas", v)
+	}
+	sync, _ := time.ParseDuration(envOr("sync-interval", "0s"))
+	f.DurationVar(&c.SyncInterval, "sync-interval", sync, "embedded server fsync interval; 0 syncs every write before acknowledging it ($TRESOR_SYNC_INTERVAL)")
+	abandon, _ := time.ParseDuration(envOr("abandon-after", "10m"))
+	f.DurationVar(&c.AbandonAfter, "abandon-after", abandon, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
+}
+
+// Validate checks the configuration and fills in derived defaults.
+func (c *Config) Validate() error {
+	if c.Data == "" {
+		return usagef("--data: empty data directory")
+	}
+	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
+		return usagef("--replicas %d: want 1, 3 or 5", c.Replicas)
+	}
+	if c.SyncInterval < 0 {
+		return usagef("--sync-interval %s: negative", c.SyncInterval)
+	}
+	if c.AbandonAfter < time.Second {
+		return usagef("--abandon-after %s: at least 1s", c.AbandonAfter)
+	}
+	if c.MasterKeyFile == "" {
+		c.MasterKeyFile = filepath.Join(c.Data, "keys", "master.key")
+	}
+	if c.SealKeyFile == "" {
+		c.SealKeyFile = filepath.Join(c.Data, "keys", "seal.ed25519")
+	}
+	return nil
+}
+
+// loadOrCreateKey reads a key file, or creates it with size random bytes
+// (mode 0600) when it does not exist and create is allowed: the embedded
+// default makes its own keys on first start; a deployment brings its own.
+func loadOrCreateKey(path string, size int, create bool) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		if len(b) != size {
+			return nil, fmt.Errorf("key file %s: %d bytes, want %d", path, len(b), size)
+		}
+		return b, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) || !create {
+		return nil, fmt.Errorf("key file: %w", err)
+	}
+	b = make([]byte, size)
+	if _, err := rand.Read(b); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("key file: %w", err)
+	}
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		return nil, fmt.Errorf("key file: %w", err)
+	}
+	return b, nil
+}
+
+// sealKey returns the Ed25519 key that signs Seal events.
+func (c *Config) sealKey() (ed25519.PrivateKey, error) {
+	seed, err := loadOrCreateKey(c.SealKeyFile, ed25519.SeedSize, c.NATSURL == "")
+	if err != nil {
+		return nil, err
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/settlement"
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+)
+
+// simulateOptions are simulate's own flags.
+type simulateOptions struct {
+	price     string
+	plays     int
+	players   int
+	asJSON    bool
+	yardstick bool
+	quiet     bool
+}
+
+// simulatePlaysMax bounds one run (ten blocks' worth).
+const simulatePlaysMax = 4_500_000
+
+func init() {
+	var cfg Config
+	var o simulateOptions
+	cmd := &cobra.Command{
+		Use:   "simulate --price P --plays N --players M",
+		Short: "Drive the real write path with M funded players playing N plays of 4 throws, and report",
+		Long: "simulate opens the stream (the embedded server on --data, or --nats URL), funds M players,\n" +
+			"and has them play N plays through the settlement writer, every event durable. It reports plays,\n" +
+			"stakes, prizes, tiers, plays/s, events/s, play latency and whether the books balance, replayed\n" +
+			"from the stream. --plays 450000 sells out a block; serve and audit can open the same --data.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := cfg.Validate(); err != nil {
+				return err
+			}
+			price, err := domain.ParseAmount(o.price)
+			if err != nil {
+				return usagef("--price: %v", err)
+			}
+			if o.plays < 1 || o.plays > simulatePlaysMax {
+				return usagef("--plays %d: want 1 to %d", o.plays, simulatePlaysMax)
+			}
+			if o.players < 1 || o.players > o.plays || o.players > 100_000 {
+				return usagef("--players %d: want 1 to min(--plays, 100000)", o.players)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := simulate(ctx, &cfg, price, o, cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			if o.asJSON {
+				err = writeJSON(cmd.OutOrStdout(), rep)
+			} else {
+				err = rep.print(cmd.OutOrStdout())
+			}
+			if err == nil && !rep.BooksBalanced {
+				err = fmt.Errorf("the books do not balance: %s", rep.BooksDetail)
+			}
+			return err
+		},
+	}
+	bindStoreFlags(cmd, &cfg)
+	f := cmd.Flags()
+	f.StringVar(&o.price, "price", "1", "stake of every play: 0.50, 1 or 2")
+	f.IntVar(&o.plays, "plays", 10_000, "number of plays")
+	f.IntVar(&o.players, "players", 256, "number of players playing at once")
+	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object")
+	f.BoolVar(&o.yardstick, "yardstick", false, "also measure raw 1 000-message atomic batches on the same server")
+	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	rootCmd.AddCommand(cmd)
+}
+
+// simulateReport is simulate's report; its JSON keys are a contract.
+type simulateReport struct {
+	Price            domain.Amount  `json:"price"`
+	Plays            int            `json:"plays"`
+	Players          int            `json:"players"`
+	StakesTotal      domain.Amount  `json:"stakes_total"`
+	PrizesTotal      domain.Amount  `json:"prizes_total"`
+	Tiers            map[string]int `json:"tiers"`
+	Events           int            `json:"events"`
+	ElapsedSeconds   float64        `json:"elapsed_seconds"`   // float-ok: a duration, not money
+	PlaysPerSecond   float64        `json:"plays_per_second"`  // float-ok: a rate, not money
+	EventsPerSecond  float64        `json:"events_per_second"` // float-ok: a rate, not money
+	LatencyP50Ms     float64        `json:"latency_p50_ms"`    // float-ok: a duration, not money
+	LatencyP99Ms     float64        `json:"latency_p99_ms"`    // float-ok: a duration, not money
+	BooksBalanced    bool           `json:"books_balanced"`
+	BooksDetail      string         `json:"books_detail"`
+	Blocks           []blockLine    `json:"blocks"`
+	Yardstick        *float64       `json:"yardstick_events_per_second,omitempty"` // float-ok: a rate
+	YardstickRatio   *float64       `json:"events_per_second_over_yardstick,omitempty"`
+	StreamLastSeq    uint64         `json:"stream_last_sequence"`
+	SyncEveryWrite   bool           `json:"sync_every_write"`
+	EventsPerPlayAvg float64        `json:"events_per_play"` // float-ok: a ratio
+}
+
+// blockLine is one block touched by the run.
+type blockLine struct {
+	Block string        `json:"block"`
+	State string        `json:"state"`
+	Sold  int           `json:"sold"`
+	Paid  domain.Amount `json:"prizes_paid"`
+}
+
+// simulate runs the plays and builds the report.
+func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateOptions, progress io.Writer) (*simulateReport, error) {
+	st, err := openStream(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	w, err := st.openWriter(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer w.Close()
+
+	sim := settlement.SimConfig{Price: price, Plays: o.plays, Players: o.players}
+	if !o.quiet {
+		bar := progressbar.NewOptions(o.plays, progressbar.OptionSetWriter(progress), progressbar.OptionSetDescription("plays"),
+			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("plays"),
+			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
+		defer bar.Finish()
+		sim.OnPlay = func() { bar.Add(1) }
+	}
+	res, err := settlement.Simulate(ctx, w, sim)
+	if err != nil {
+		return nil, err
+	}
+	secs := res.Elapsed.Seconds()
+	rep := &simulateReport{
+		Price: price, Plays: res.Plays, Players: o.players, StakesTotal: res.StakesTotal, PrizesTotal: res.PrizesTotal,
+		Tiers: map[string]int{}, Events: res.Events, ElapsedSeconds: secs,
+		PlaysPerSecond: float64(res.Plays) / secs, EventsPerSecond: float64(res.Events) / secs,
+		EventsPerPlayAvg: float64(res.Events) / float64(res.Plays),
+		LatencyP50Ms:     ms(res.Percentile(50)), LatencyP99Ms: ms(res.Percentile(99)),
+		SyncEveryWrite: cfg.SyncInterval == 0 && cfg.NATSURL == "",
+	}
+	for _, t := range domain.Tiers {
+		rep.Tiers[t.ID()] = res.Tiers[t]
+	}
+	if err := w.Inspect(ctx, func(l *domain.Ledger) {
+		for _, b := range l.Blocks {
+			if b.Price == price {
+				rep.Blocks = append(rep.Blocks, blockLine{Block: b.ID, State: string(b.State), Sold: b.Sold, Paid: b.Prizes})
+			}
+		}
+	}); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(rep.Blocks, func(a, b blockLine) int { return strings.Compare(a.Block, b.Block) })
+	rep.StreamLastSeq = w.LastSeq()
+	rep.BooksBalanced, rep.BooksDetail, err = checkBooks(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if o.yardstick {
+		rate, err := st.yardstick(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("yardstick: %w", err)
+		}
+		ratio := rep.EventsPerSecond / rate
+		rep.Yardstick, rep.YardstickRatio = &rate, &ratio
+	}
+	return rep, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (r *simulateReport) print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "plays\t%d (%d players, %s each)\n", r.Plays, r.Players, r.Price)
+	fmt.Fprintf(tw, "stakes\t%s €\n", r.StakesTotal)
+	fmt.Fprintf(tw, "prizes\t%s €\n", r.PrizesTotal)
+	for _, t := range domain.Tiers {
+		fmt.Fprintf(tw, "  %s\t%d\n", t.ID(), r.Tiers[t.ID()])
+	}
+	fmt.Fprintf(tw, "elapsed\t%.2f s\n", r.ElapsedSeconds)
+	fmt.Fprintf(tw, "plays/s\t%.0f\n", r.PlaysPerSecond)
+	fmt.Fprintf(tw, "events/s\t%.0f (%.2f events per play, every event durable: %t)\n", r.EventsPerSecond, r.EventsPerPlayAvg, r.SyncEveryWrite)
+	fmt.Fprintf(tw, "play latency\tp50 %.2f ms, p99 %.2f ms\n", r.LatencyP50Ms, r.LatencyP99Ms)
+	if r.Yardstick != nil {
+		fmt.Fprintf(tw, "yardstick\t%.0f events/s in raw 1 000-message atomic batches; Tresor at %.2f of it\n", *r.Yardstick, *r.YardstickRatio)
+	}
+	for _, b := range r.Blocks {
+		fmt.Fprintf(tw, "block %s\t%s, %d sold, %s € paid\n", b.Block, b.State, b.Sold, b.Paid)
+	}
+	fmt.Fprintf(tw, "books balanced\t%t (%s)\n", r.BooksBalanced, r.BooksDetail)
+	fmt.Fprintf(tw, "stream\tlast sequence %d\n", r.StreamLastSeq)
+	return tw.Flush()
+}

@@ -1,0 +1,138 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/settlement"
+	"github.com/nats-io/nats.go"
+)
+
+// stream is an open event stream: the store, and the embedded server when
+// Tresor runs on its default.
+type stream struct {
+	store    *eventstore.NATSStore
+	embedded *eventstore.EmbeddedServer
+	log      *settlement.EventLog
+	replicas int
+}
+
+// openStream starts the embedded nats-server on cfg.Data (or connects to
+// cfg.NATSURL) and opens or verifies Tresor's stream.
+func openStream(ctx context.Context, cfg *Config) (*stream, error) {
+	reg, err := settlement.NewRegistry()
+	if err != nil {
+		return nil, err
+	}
+	scfg := eventstore.Config{Registry: reg, Replicas: cfg.Replicas}
+	s := &stream{replicas: cfg.Replicas}
+	if cfg.NATSURL != "" {
+		s.store, err = eventstore.Connect(ctx, cfg.NATSURL, scfg)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	s.embedded, err = eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: filepath.Join(cfg.Data, "jetstream"), SyncInterval: cfg.SyncInterval})
+	if err != nil {
+		return nil, err
+	}
+	nc, err := s.embedded.Conn()
+	if err != nil {
+		s.embedded.Shutdown()
+		return nil, err
+	}
+	s.store, err = eventstore.Open(ctx, nc, scfg)
+	if err != nil {
+		nc.Close()
+		s.embedded.Shutdown()
+		return nil, err
+	}
+	return s, nil
+}
+
+// openWriter starts the settlement writer of the shard on the stream.
+func (s *stream) openWriter(ctx context.Context, cfg *Config) (*settlement.Writer, error) {
+	rules, err := domain.DefaultRules()
+	if err != nil {
+		return nil, err
+	}
+	key, err := loadOrCreateKey(cfg.MasterKeyFile, settlement.MasterKeySize, cfg.NATSURL == "")
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
+	sealer, err := settlement.NewSealer(key)
+	if err != nil {
+		return nil, err
+	}
+	sealKey, err := cfg.sealKey()
+	if err != nil {
+		return nil, fmt.Errorf("seal key: %w", err)
+	}
+	s.log, err = settlement.OpenEventLog(ctx, s.store, eventstore.CommitterConfig{SealKey: sealKey})
+	if err != nil {
+		return nil, err
+	}
+	return settlement.Open(ctx, s.log, settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter})
+}
+
+// Close stops the committer, the store and the embedded server, in that
+// order, so that whatever was acknowledged is on disk first.
+func (s *stream) Close() error {
+	var errs []error
+	if s.log != nil {
+		errs = append(errs, s.log.Close())
+	}
+	var nc *nats.Conn
+	if s.store != nil {
+		nc = s.store.Conn()
+		errs = append(errs, s.store.Close())
+	}
+	if s.embedded != nil {
+		if nc != nil {
+			nc.Close()
+		}
+		s.embedded.Shutdown()
+	}
+	return errors.Join(errs...)
+}
+
+// yardstick measures raw 1 000-message atomic batches on the same server.
+func (s *stream) yardstick(ctx context.Context) (float64, error) {
+	return eventstore.MeasureAtomicBatches(ctx, s.store.Conn(), eventstore.Yardstick{Batches: 50, BatchSize: 1000, MessageBytes: 400, Replicas: s.replicas})
+}
+
+// checkBooks replays the whole stream into fresh double-entry books,
+// independently of the writer's state, and reports whether they balance.
+func checkBooks(ctx context.Context, s *stream) (bool, string, error) {
+	books := domain.NewBooks()
+	var violation error
+	_, err := s.store.ReadFrom(ctx, 1, func(r eventstore.RecordedEvent) error {
+		if r.Type == eventstore.SealType {
+			return nil
+		}
+		e, err := domain.DecodeEvent(r.Type, r.Payload)
+		if err != nil {
+			return fmt.Errorf("stream sequence %d: %w", r.Sequence, err)
+		}
+		if err := books.Apply(e); err != nil && violation == nil {
+			violation = fmt.Errorf("stream sequence %d: %w", r.Sequence, err)
+		}
+		return nil
+	})
+	if err != nil {
+		return false, "", fmt.Errorf("replay the books: %w", err)
+	}
+	summary, err := books.Check()
+	if violation == nil {
+		violation = err
+	}
+	if violation != nil {
+		return false, summary + "; " + violation.Error(), nil
+	}
+	return true, summary, nil
+}

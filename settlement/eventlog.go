@@ -1,0 +1,118 @@
+package settlement
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
+)
+
+// Chain is the hash chain of the single writer shard. More shards, each
+// with its own chain and blocks, are the path past one machine.
+const Chain = "s0"
+
+// NewRegistry returns the event store registry of every domain event type
+// at its current schema version. Upcasters for older versions go here.
+func NewRegistry() (*eventstore.Registry, error) {
+	r := eventstore.NewRegistry()
+	for typ, v := range domain.SchemaVersion {
+		if err := r.Register(typ, uint32(v)); err != nil {
+			return nil, fmt.Errorf("register %s: %w", typ, err)
+		}
+	}
+	return r, nil
+}
+
+// EventLog is the writer's Log on the event store: domain events become
+// envelopes on the shard's chain, group-committed by an
+// eventstore.Committer.
+type EventLog struct {
+	store     eventstore.Store
+	committer eventstore.Committer
+}
+
+// OpenEventLog starts the committer of the shard's chain on store. The
+// committer loads the chain's head now; Replay then checks that the stream
+// ends there, so that a writer never decides on a state older than the head
+// it is fenced on.
+func OpenEventLog(ctx context.Context, store eventstore.Store, cfg eventstore.CommitterConfig) (*EventLog, error) {
+	c, err := store.NewCommitter(ctx, Chain, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("open event log: %w", err)
+	}
+	return &EventLog{store: store, committer: c}, nil
+}
+
+// Close commits what was submitted and stops the committer.
+func (l *EventLog) Close() error { return l.committer.Close() }
+
+// Append implements Log.
+func (l *EventLog) Append(ctx context.Context, recs []Record) <-chan AppendResult {
+	out := make(chan AppendResult, 1)
+	req := eventstore.AppendRequest{Events: make([]eventstore.Event, len(recs))}
+	for i, r := range recs {
+		ev, err := envelope(r)
+		if err != nil {
+			out <- AppendResult{Err: err}
+			return out
+		}
+		req.Events[i] = ev
+	}
+	res := l.committer.Submit(ctx, req)
+	go func() {
+		r := <-res
+		out <- AppendResult{Seqs: r.Sequences, Err: r.Err}
+	}()
+	return out
+}
+
+// envelope turns a domain event into the event store's envelope.
+func envelope(r Record) (eventstore.Event, error) {
+	payload, err := json.Marshal(r.Event)
+	if err != nil {
+		return eventstore.Event{}, fmt.Errorf("encode %s: %w", r.Event.EventType(), err)
+	}
+	kind, id, ok := strings.Cut(r.Event.AggregateID(), ".")
+	if !ok {
+		return eventstore.Event{}, fmt.Errorf("encode %s: aggregate %q has no kind", r.Event.EventType(), r.Event.AggregateID())
+	}
+	return eventstore.Event{
+		Type:          r.Event.EventType(),
+		SchemaVersion: uint32(domain.SchemaVersion[r.Event.EventType()]),
+		Aggregate:     eventstore.Aggregate{Kind: kind, ID: id},
+		At:            r.At,
+		CorrelationID: r.CorrelationID,
+		Payload:       payload,
+	}, nil
+}
+
+// Replay implements Log: every domain event of the stream, in order, with
+// the time it was recorded; seals are checked by the store and skipped here.
+func (l *EventLog) Replay(ctx context.Context, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error) {
+	var lastChain uint64
+	last, err := l.store.ReadFrom(ctx, 1, func(r eventstore.RecordedEvent) error {
+		if r.Chain == Chain {
+			lastChain = r.Sequence
+		}
+		if r.Type == eventstore.SealType {
+			return nil
+		}
+		e, err := domain.DecodeEvent(r.Type, r.Payload)
+		if err != nil {
+			return fmt.Errorf("stream sequence %d: %w", r.Sequence, err)
+		}
+		return fn(r.Sequence, r.RecordedAt, e)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if head := l.committer.Head(); head.Sequence != lastChain {
+		return 0, fmt.Errorf("%w: chain %s ends at sequence %d but its head moved to %d while replaying: another writer is appending",
+			eventstore.ErrFenced, Chain, lastChain, head.Sequence)
+	}
+	return last, nil
+}

@@ -1,0 +1,218 @@
+package settlement
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+)
+
+// SimConfig describes a simulated load: Players funded players playing
+// Plays plays of Price, each with its four throws, all at once.
+type SimConfig struct {
+	Price   domain.Amount
+	Plays   int
+	Players int
+	// OnPlay, when set, is called after each settled play (progress bars).
+	OnPlay func()
+}
+
+// SimResult is what a simulation did, measured on the writer's answers.
+type SimResult struct {
+	Plays       int
+	StakesTotal domain.Amount
+	PrizesTotal domain.Amount
+	Tiers       [domain.TierCount]int
+	// Events counts the events the plays recorded.
+	Events int
+	// Elapsed covers the plays only, not the funding of the players.
+	Elapsed time.Duration
+	// Latencies holds every play's time from « Jouer » to its settlement,
+	// sorted.
+	Latencies []time.Duration
+}
+
+// Percentile returns the latency below which p percent of plays fall.
+func (r *SimResult) Percentile(p int) time.Duration {
+	if len(r.Latencies) == 0 {
+		return 0
+	}
+	return r.Latencies[min(len(r.Latencies)-1, len(r.Latencies)*p/100)]
+}
+
+// Simulate drives the real write path: it makes sure enough units are on
+// sale (creating an emission if needed), opens and funds cfg.Players new
+// players, and has them play cfg.Plays plays concurrently, each a stake
+// then four throws, every command waiting for its events to be durable.
+// It returns when every play has settled and every block it sold out has
+// closed.
+func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error) {
+	if cfg.Plays < 1 || cfg.Players < 1 || cfg.Players > cfg.Plays {
+		return nil, fmt.Errorf("simulate %d plays with %d players: want 1 ≤ players ≤ plays", cfg.Plays, cfg.Players)
+	}
+	if err := ensureUnits(ctx, w, cfg.Price, cfg.Plays); err != nil {
+		return nil, err
+	}
+	players, err := fundPlayers(ctx, w, cfg.Price, cfg.Plays, cfg.Players)
+	if err != nil {
+		return nil, err
+	}
+	res := &SimResult{Plays: cfg.Plays, Latencies: make([]time.Duration, cfg.Plays)}
+	var next atomic.Int64
+	var mu sync.Mutex
+	var firstErr error
+	start := time.Now()
+	var wg sync.WaitGroup
+	for _, player := range players {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(cfg.Plays) || ctx.Err() != nil {
+					return
+				}
+				t0 := time.Now()
+				settled, n, err := playOnce(ctx, w, player, cfg.Price, fmt.Sprintf("sim-%d", i))
+				res.Latencies[i] = time.Since(t0)
+				mu.Lock()
+				res.Events += n
+				if err != nil {
+					if firstErr == nil {
+						firstErr = fmt.Errorf("play %d of %s: %w", i, player, err)
+					}
+					mu.Unlock()
+					return
+				}
+				res.StakesTotal += cfg.Price
+				res.PrizesTotal += settled.Prize
+				res.Tiers[settled.Tier]++
+				mu.Unlock()
+				if cfg.OnPlay != nil {
+					cfg.OnPlay()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	slices.Sort(res.Latencies)
+	// Sold-out blocks close once their last play settles; wait for that so
+	// that the stream left behind reveals their seeds to the audit.
+	if err := waitClosed(ctx, w, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// ensureUnits makes sure enough units of the price are on sale or queued:
+// it creates an emission of the blocks missing.
+func ensureUnits(ctx context.Context, w *Writer, price domain.Amount, plays int) error {
+	var left, blockUnits int
+	if err := w.Inspect(ctx, func(l *domain.Ledger) {
+		blockUnits = l.Rules.BlockUnits
+		if b := l.OpenBlock(price); b != nil {
+			left += blockUnits - b.Sold
+		}
+		for _, e := range l.Emissions {
+			if e.Price == price {
+				left += (e.Blocks - e.Opened) * blockUnits
+			}
+		}
+	}); err != nil {
+		return err
+	}
+	if left >= plays {
+		return nil
+	}
+	blocks := (plays - left + blockUnits - 1) / blockUnits
+	_, err := w.Execute(ctx, domain.CreateEmission{Price: price, Blocks: blocks})
+	return err
+}
+
+// fundPlayers opens n new players with weekly limits and deposits enough
+// for their share of the plays.
+func fundPlayers(ctx context.Context, w *Writer, price domain.Amount, plays, n int) ([]string, error) {
+	var run [4]byte
+	if _, err := rand.Read(run[:]); err != nil {
+		return nil, err
+	}
+	prefix := "sim-" + hex.EncodeToString(run[:])
+	share := domain.Amount((plays+n-1)/n) * price
+	players := make([]string, n)
+	for i := range players {
+		players[i] = fmt.Sprintf("%s-%d", prefix, i)
+		if _, err := w.Execute(ctx, domain.ConfigureAccount{Player: players[i], DepositLimit: &share, StakeLimit: &share}); err != nil {
+			return nil, fmt.Errorf("open %s: %w", players[i], err)
+		}
+		if _, err := w.Execute(ctx, domain.Deposit{Player: players[i], Amount: share, Key: "fund"}); err != nil {
+			return nil, fmt.Errorf("fund %s: %w", players[i], err)
+		}
+	}
+	return players, nil
+}
+
+// playOnce is one play as a player makes it: « Jouer », then four
+// « Lancer ». It returns the settlement and the number of events recorded.
+func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount, key string) (*domain.PlaySettled, int, error) {
+	res, err := w.Execute(ctx, domain.PlaceStake{Player: player, Stake: price, Key: key})
+	if err != nil {
+		return nil, 0, err
+	}
+	n := len(res.Events)
+	play := res.Events[0].(*domain.StakePlaced).Play
+	for range domain.ThrowCount {
+		res, err = w.Execute(ctx, domain.MakeThrow{Player: player, Play: play})
+		if err != nil {
+			return nil, n, err
+		}
+		n += len(res.Events)
+	}
+	for _, e := range res.Events {
+		if s, ok := e.(*domain.PlaySettled); ok {
+			return s, n, nil
+		}
+	}
+	return nil, n, fmt.Errorf("play %s: no settlement after %d throws", play, domain.ThrowCount)
+}
+
+// waitClosed waits, bounded, until no block is sold out and still
+// unclosed (the writer closes one once its plays have all settled).
+func waitClosed(ctx context.Context, w *Writer, max time.Duration) error {
+	deadline := time.Now().Add(max)
+	for {
+		pending := 0
+		if err := w.Inspect(ctx, func(l *domain.Ledger) {
+			for _, b := range l.Blocks {
+				if b.State == domain.BlockStateExhausted {
+					pending++
+				}
+			}
+		}); err != nil {
+			return err
+		}
+		if pending == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%d sold-out blocks still not closed after %s", pending, max)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

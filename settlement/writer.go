@@ -1,0 +1,476 @@
+// Package settlement is Tresor's write side: one writer that owns the state
+// it decides on (accounts, blocks, plays in progress, idempotency keys),
+// rebuilds it from the stream at start, decides commands with the pure
+// domain decider and group-commits their events to the log.
+package settlement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+)
+
+// Record is one event as the writer hands it to the log: the fact, the time
+// it was recorded and the request that caused it.
+type Record struct {
+	Event         domain.Event
+	At            time.Time
+	CorrelationID string
+}
+
+// AppendResult is the outcome of one append: the stream sequence of each
+// record, or the error that stopped it.
+type AppendResult struct {
+	Seqs []uint64
+	Err  error
+}
+
+// Log is what the writer needs from the event store.
+type Log interface {
+	// Append submits the records of one command as one atomic unit and
+	// returns at once; the result arrives on the channel once the records
+	// are durable or refused. Appends commit in submission order, and once
+	// one fails every later one fails too: a failed append means the writer
+	// no longer knows the log's head.
+	Append(ctx context.Context, recs []Record) <-chan AppendResult
+	// Replay calls fn for every domain event in stream order, from the
+	// first, and returns the sequence of the last event read.
+	Replay(ctx context.Context, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error)
+}
+
+// Config configures a writer. Zero values take the defaults.
+type Config struct {
+	Rules *domain.RuleSet
+	// Sealer seals new blocks' seeds and opens those of blocks still open
+	// at start.
+	Sealer *Sealer
+	// AbandonAfter is how long a play may wait for its player's next throw
+	// before the system completes and settles it (default 10 minutes).
+	AbandonAfter time.Duration
+	// IdempotencyWindow is how long client keys are remembered (default
+	// domain.IdempotencyWindowDefault; at least 24 hours).
+	IdempotencyWindow time.Duration
+	// SweepEvery is how often the writer completes abandoned plays and
+	// closes sold-out blocks whose plays have all settled (default 250 ms).
+	SweepEvery time.Duration
+	// QueueMax bounds the commands waiting for the writer (default 65 536).
+	QueueMax int
+	// Clock tells the time (default time.Now).
+	Clock  func() time.Time
+	Logger *slog.Logger
+}
+
+// Validate checks a configuration and fills in the defaults.
+func (c *Config) Validate() error {
+	if c.Rules == nil {
+		return errors.New("settlement config: no rule set")
+	}
+	if c.Sealer == nil {
+		return errors.New("settlement config: no sealer (master key)")
+	}
+	if c.AbandonAfter == 0 {
+		c.AbandonAfter = 10 * time.Minute
+	}
+	if c.IdempotencyWindow == 0 {
+		c.IdempotencyWindow = domain.IdempotencyWindowDefault
+	}
+	if c.IdempotencyWindow < 24*time.Hour {
+		return fmt.Errorf("settlement config: idempotency window %s is below 24h", c.IdempotencyWindow)
+	}
+	if c.SweepEvery == 0 {
+		c.SweepEvery = 250 * time.Millisecond
+	}
+	if c.QueueMax == 0 {
+		c.QueueMax = 1 << 16
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return nil
+}
+
+// Result is the answer to an executed command: the events recorded and
+// their stream sequences, or, for the retry of a remembered client key, the
+// first result.
+type Result struct {
+	Events []domain.Event
+	Seqs   []uint64
+	Replay *domain.KeyRecord
+}
+
+// LastSeq returns the stream sequence of the command's last event (0 when
+// it recorded none), for a reader that wants to see its own write.
+func (r Result) LastSeq() uint64 {
+	if len(r.Seqs) == 0 {
+		return 0
+	}
+	return r.Seqs[len(r.Seqs)-1]
+}
+
+// ErrStopped is returned once the writer has stopped: closed, or fenced off
+// because an append failed (another writer, a lost server). A restart
+// rebuilds the state from the stream.
+var ErrStopped = errors.New("writer stopped")
+
+// request is a command waiting for the writer's loop, or a look at its
+// ledger (inspect).
+type request struct {
+	ctx     context.Context
+	cmd     domain.Command
+	inspect func(*domain.Ledger)
+	reply   chan reply
+}
+
+type reply struct {
+	res Result
+	err error
+}
+
+// prepared is a block made ready off the loop for an emission.
+type prepared struct {
+	emission string
+	block    *domain.PreparedBlock
+	err      error
+}
+
+// Writer is the single writer of a shard. Execute is safe for concurrent
+// use; the loop decides one command at a time against the in-memory ledger,
+// applies its events at once (so the next command sees them) and lets the
+// log group-commit them while it goes on deciding.
+type Writer struct {
+	cfg       Config
+	log       Log
+	ledger    *domain.Ledger
+	seeds     map[[32]byte]domain.Seed // seeds of blocks not yet closed
+	reqs      chan request
+	prepCh    chan prepared
+	preparing map[string]bool
+	done      chan struct{}
+	// exited is closed once the loop has returned and every append it
+	// started has answered.
+	exited  chan struct{}
+	appends sync.WaitGroup
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	stopErr error
+	lastSeq uint64
+}
+
+// Open rebuilds the ledger from the log, reopens the decks of the blocks
+// not yet closed, and starts the writer's loop.
+func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := domain.NewLedger(cfg.Rules)
+	l.IdempotencyWindow = cfg.IdempotencyWindow
+	last, err := log.Replay(ctx, func(_ uint64, at time.Time, e domain.Event) error { return l.Evolve(at, e) })
+	if err != nil {
+		return nil, fmt.Errorf("rebuild ledger from the stream: %w", err)
+	}
+	w := &Writer{
+		cfg: cfg, log: log, ledger: l, seeds: map[[32]byte]domain.Seed{},
+		reqs: make(chan request, cfg.QueueMax), prepCh: make(chan prepared, 16),
+		preparing: map[string]bool{}, done: make(chan struct{}), exited: make(chan struct{}), lastSeq: last,
+	}
+	for _, b := range l.Blocks {
+		if b.State == domain.BlockStateClosed {
+			continue
+		}
+		if err := w.reopenDeck(b); err != nil {
+			return nil, err
+		}
+	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	w.wg.Add(1)
+	go w.loop(loopCtx)
+	return w, nil
+}
+
+// reopenDeck unseals a block's seed, rebuilds its deck and checks it
+// against the commitment published when the block opened.
+func (w *Writer) reopenDeck(b *domain.Block) error {
+	seed, err := w.cfg.Sealer.Unseal(b.SealedSeed, b.Commitment.SeedHash)
+	if err != nil {
+		return fmt.Errorf("block %s: %w", b.ID, err)
+	}
+	table, err := w.cfg.Rules.Table(b.Price)
+	if err != nil {
+		return fmt.Errorf("block %s: %w", b.ID, err)
+	}
+	deck := domain.BuildDeck(table.LotCounts(), seed)
+	if deck.Commitment != b.Commitment {
+		return fmt.Errorf("block %s: rebuilt deck commits to root %x, BlockOpened says %x", b.ID, deck.Commitment.Root, b.Commitment.Root)
+	}
+	w.ledger.AttachDeck(deck)
+	w.seeds[b.Commitment.SeedHash] = seed
+	return nil
+}
+
+// LastSeq returns the stream sequence of the last event the writer knows
+// committed.
+func (w *Writer) LastSeq() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastSeq
+}
+
+// Execute decides a command and waits until its events are durable. It
+// returns a *domain.Error for a refusal (nothing recorded), ErrStopped once
+// the writer has stopped, or the context's error.
+func (w *Writer) Execute(ctx context.Context, cmd domain.Command) (Result, error) {
+	if c, ok := cmd.(domain.CreateEmission); ok && c.First == nil {
+		// Building a deck takes about a second: do it here, in the
+		// caller's goroutine, not in the loop that serves every player.
+		p, err := w.prepare(c.Price)
+		if err != nil {
+			return Result{}, err
+		}
+		c.First = p
+		cmd = c
+	}
+	return w.submit(ctx, request{ctx: ctx, cmd: cmd, reply: make(chan reply, 1)})
+}
+
+// Inspect runs fn on the writer's loop with its ledger, between two
+// commands: fn sees a consistent state and must neither keep nor change it.
+// The state includes events still committing.
+func (w *Writer) Inspect(ctx context.Context, fn func(*domain.Ledger)) error {
+	_, err := w.submit(ctx, request{ctx: ctx, inspect: fn, reply: make(chan reply, 1)})
+	return err
+}
+
+// submit queues a request for the loop and waits for its reply.
+func (w *Writer) submit(ctx context.Context, r request) (Result, error) {
+	select {
+	case w.reqs <- r:
+	case <-w.done:
+		return Result{}, w.stopped()
+	case <-ctx.Done():
+		return Result{}, ctx.Err()
+	}
+	select {
+	case rep := <-r.reply:
+		return rep.res, rep.err
+	case <-w.exited:
+		// The loop has stopped and every append it started has answered:
+		// a reply is there now or never.
+		select {
+		case rep := <-r.reply:
+			return rep.res, rep.err
+		default:
+			return Result{}, w.stopped()
+		}
+	case <-ctx.Done():
+		// The command may still commit; the caller retries with its
+		// idempotency key to learn the outcome.
+		return Result{}, ctx.Err()
+	}
+}
+
+// prepare makes a block ready to open at a price: a fresh seed from the
+// system's CSPRNG, its deck and commitment, and the seed sealed.
+func (w *Writer) prepare(price domain.Amount) (*domain.PreparedBlock, error) {
+	table, err := w.cfg.Rules.Table(price)
+	if err != nil {
+		return nil, &domain.Error{Code: domain.CodeInvalidStake, Message: err.Error()}
+	}
+	seed, err := domain.GenerateSeed()
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := w.cfg.Sealer.Seal(seed)
+	if err != nil {
+		return nil, err
+	}
+	return &domain.PreparedBlock{Seed: seed, SealedSeed: sealed, Deck: domain.BuildDeck(table.LotCounts(), seed)}, nil
+}
+
+// Close stops the loop after the commands already queued and waits for
+// their appends to finish.
+func (w *Writer) Close() error {
+	w.fail(ErrStopped)
+	w.cancel()
+	w.wg.Wait()
+	return nil
+}
+
+// stopped returns why the writer stopped.
+func (w *Writer) stopped() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopErr
+}
+
+// fail stops the writer for good with err.
+func (w *Writer) fail(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.stopErr == nil {
+		if !errors.Is(err, ErrStopped) {
+			err = fmt.Errorf("%w: %w", ErrStopped, err)
+		}
+		w.stopErr = err
+		close(w.done)
+	}
+}
+
+func (w *Writer) loop(ctx context.Context) {
+	defer w.wg.Done()
+	sweep := time.NewTicker(w.cfg.SweepEvery)
+	defer sweep.Stop()
+	w.prepareNext()
+	for {
+		select {
+		case r := <-w.reqs:
+			if r.inspect != nil {
+				r.inspect(w.ledger)
+				r.reply <- reply{}
+				continue
+			}
+			w.handle(r.ctx, r.cmd, r.reply)
+		case p := <-w.prepCh:
+			delete(w.preparing, p.emission)
+			if p.err != nil {
+				w.cfg.Logger.Error("prepare next block", "emission", p.emission, "err", p.err)
+				continue
+			}
+			w.seeds[p.block.Deck.Commitment.SeedHash] = p.block.Seed
+			w.ledger.Prepare(p.emission, p.block)
+		case <-sweep.C:
+			w.sweep()
+		case <-ctx.Done():
+			w.drain()
+			w.appends.Wait()
+			w.drain()
+			close(w.exited)
+			return
+		}
+	}
+}
+
+// drain answers the commands still queued once the writer stops.
+func (w *Writer) drain() {
+	for {
+		select {
+		case r := <-w.reqs:
+			r.reply <- reply{err: w.stopped()}
+		default:
+			return
+		}
+	}
+}
+
+// handle decides one command, applies its events to the ledger and hands
+// them to the log; the reply goes out when they are durable.
+func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- reply) {
+	if err := w.stopped(); err != nil {
+		out <- reply{err: err}
+		return
+	}
+	if c, ok := cmd.(domain.CloseBlock); ok {
+		b := w.ledger.Blocks[c.Block]
+		if b != nil {
+			c.Seed = w.seeds[b.Commitment.SeedHash]
+		}
+		cmd = c
+	}
+	now := w.now()
+	d, err := domain.Decide(w.ledger, now, cmd)
+	if err != nil || d.Replay != nil || len(d.Events) == 0 {
+		out <- reply{res: Result{Replay: d.Replay}, err: err}
+		return
+	}
+	recs := make([]Record, len(d.Events))
+	for i, e := range d.Events {
+		if err := w.ledger.Evolve(now, e); err != nil {
+			// The decider produced an event the ledger cannot apply: a
+			// bug. Stop before anything inconsistent is written.
+			w.fail(fmt.Errorf("apply %s: %w", e.EventType(), err))
+			out <- reply{err: w.stopped()}
+			return
+		}
+		recs[i] = Record{Event: e, At: now}
+		if c, ok := e.(*domain.BlockClosed); ok {
+			delete(w.seeds, c.Seed.Hash())
+		}
+	}
+	res := w.log.Append(ctx, recs)
+	w.appends.Add(1)
+	go func() {
+		defer w.appends.Done()
+		r := <-res
+		if r.Err != nil {
+			w.fail(fmt.Errorf("append %s: %w", d.Events[0].EventType(), r.Err))
+			out <- reply{err: w.stopped()}
+			return
+		}
+		w.mu.Lock()
+		if s := r.Seqs[len(r.Seqs)-1]; s > w.lastSeq {
+			w.lastSeq = s
+		}
+		w.mu.Unlock()
+		out <- reply{res: Result{Events: d.Events, Seqs: r.Seqs}}
+	}()
+	w.prepareNext()
+}
+
+// now returns the writer's clock, never earlier than the last event: the
+// ledger's rolling windows need time to run forward.
+func (w *Writer) now() time.Time {
+	now := w.cfg.Clock().UTC()
+	if now.Before(w.ledger.Now) {
+		return w.ledger.Now
+	}
+	return now
+}
+
+// prepareNext starts preparing, off the loop, the next block of every
+// emission that has one left and none ready, so that it opens in the same
+// batch as the sale that exhausts the block before it.
+func (w *Writer) prepareNext() {
+	for _, id := range w.ledger.NextToPrepare() {
+		if w.preparing[id] {
+			continue
+		}
+		w.preparing[id] = true
+		price := w.ledger.Emissions[id].Price
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			p, err := w.prepare(price)
+			select {
+			case w.prepCh <- prepared{emission: id, block: p, err: err}:
+			case <-w.done:
+			}
+		}()
+	}
+}
+
+// sweep completes the plays abandoned for longer than AbandonAfter and
+// closes the sold-out blocks whose plays have all settled, revealing their
+// seeds.
+func (w *Writer) sweep() {
+	now := w.now()
+	for id, p := range w.ledger.Plays {
+		if now.Sub(p.LastActivity) >= w.cfg.AbandonAfter {
+			w.handle(context.Background(), domain.CompletePlay{Play: id}, make(chan reply, 1))
+		}
+	}
+	for id, b := range w.ledger.Blocks {
+		if b.State == domain.BlockStateExhausted && b.InPlay == 0 {
+			w.handle(context.Background(), domain.CloseBlock{Block: id}, make(chan reply, 1))
+		}
+	}
+}

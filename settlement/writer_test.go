@@ -1,0 +1,411 @@
+package settlement
+
+import (
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+)
+
+// node is a real embedded nats-server on a test directory, with the store
+// and the shard's writer on it.
+type node struct {
+	tb    testing.TB
+	dir   string
+	srv   *eventstore.EmbeddedServer
+	store *eventstore.NATSStore
+	log   *EventLog
+	w     *Writer
+}
+
+var testMasterKey = []byte("0123456789abcdef0123456789abcdef")
+
+// testSealKey is a fixed Ed25519 key for Seal events.
+var testSealKey = ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
+
+// startNode starts (or restarts, on the same dir) a server and a writer.
+func startNode(tb testing.TB, dir string, mod func(*Config)) *node {
+	tb.Helper()
+	n := &node{tb: tb, dir: dir}
+	var err error
+	n.srv, err = eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: filepath.Join(dir, "jetstream")})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	nc, err := n.srv.Conn()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	reg, err := NewRegistry()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx := eventstoretest.Ctx(tb, time.Minute)
+	if n.store, err = eventstore.Open(ctx, nc, eventstore.Config{Registry: reg}); err != nil {
+		tb.Fatal(err)
+	}
+	n.w = n.openWriter(mod)
+	tb.Cleanup(n.stop)
+	return n
+}
+
+// openWriter opens one more writer on the node's store.
+func (n *node) openWriter(mod func(*Config)) *Writer {
+	n.tb.Helper()
+	rules, err := domain.DefaultRules()
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	sealer, err := NewSealer(testMasterKey)
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	cfg := Config{Rules: rules, Sealer: sealer, SweepEvery: 20 * time.Millisecond}
+	if mod != nil {
+		mod(&cfg)
+	}
+	ctx := eventstoretest.Ctx(n.tb, time.Minute)
+	log, err := OpenEventLog(ctx, n.store, eventstore.CommitterConfig{SealKey: testSealKey, SealEvery: 500})
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	if n.log == nil {
+		n.log = log
+	}
+	w, err := Open(ctx, log, cfg)
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	return w
+}
+
+// stop closes the writer, the store and the server, as a clean shutdown.
+func (n *node) stop() {
+	if n.srv == nil {
+		return
+	}
+	n.w.Close()
+	n.log.Close()
+	n.store.Close()
+	n.store.Conn().Close()
+	n.srv.Shutdown()
+	n.srv = nil
+}
+
+// crash stops the server under the writer, as a power cut would: whatever
+// was not acknowledged may be lost; what was acknowledged must not be.
+func (n *node) crash() {
+	n.srv.Shutdown()
+	n.srv = nil
+	n.w.Close()
+	n.log.Close()
+	n.store.Close()
+}
+
+// replay reads the whole stream into fresh books and a fresh ledger.
+func (n *node) replay() (*domain.Books, *domain.Ledger, []domain.Event) {
+	n.tb.Helper()
+	rules, _ := domain.DefaultRules()
+	books, l := domain.NewBooks(), domain.NewLedger(rules)
+	var all []domain.Event
+	verifier := eventstore.NewVerifier(testSealKey.Public().(ed25519.PublicKey))
+	_, err := n.store.ReadFrom(eventstoretest.Ctx(n.tb, time.Minute), 1, func(r eventstore.RecordedEvent) error {
+		if err := verifier.Check(r); err != nil {
+			return err
+		}
+		if r.Type == eventstore.SealType {
+			return nil
+		}
+		e, err := domain.DecodeEvent(r.Type, r.Payload)
+		if err != nil {
+			return err
+		}
+		if err := books.Apply(e); err != nil {
+			return err
+		}
+		all = append(all, e)
+		return l.Evolve(r.RecordedAt, e)
+	})
+	if err != nil {
+		n.tb.Fatalf("replay: %v", err)
+	}
+	if _, err := books.Check(); err != nil {
+		n.tb.Fatalf("books: %v", err)
+	}
+	return books, l, all
+}
+
+// waitAllSettled waits until the stream itself (not the writer's state,
+// which runs ahead of its commits) holds no play in progress.
+func (n *node) waitAllSettled() {
+	n.tb.Helper()
+	eventstoretest.Eventually(n.tb, 10*time.Second, func() error {
+		if _, l, _ := n.replay(); len(l.Plays) > 0 {
+			return fmt.Errorf("%d plays still in progress in the stream", len(l.Plays))
+		}
+		return nil
+	})
+}
+
+func exec(tb testing.TB, w *Writer, c domain.Command) Result {
+	tb.Helper()
+	r, err := w.Execute(eventstoretest.Ctx(tb, time.Minute), c)
+	if err != nil {
+		tb.Fatalf("%T: %v", c, err)
+	}
+	return r
+}
+
+// fundedPlayer opens a player with generous limits and deposits amount.
+func fundedPlayer(tb testing.TB, w *Writer, player string, amount domain.Amount) {
+	lim := domain.Amount(1_000_000_00)
+	exec(tb, w, domain.ConfigureAccount{Player: player, DepositLimit: &lim, StakeLimit: &lim})
+	exec(tb, w, domain.Deposit{Player: player, Amount: amount, Key: "fund-" + player})
+}
+
+// checkUnits asserts that every block's units were assigned once each, in
+// deck order, from 0 up to its sales.
+func checkUnits(tb testing.TB, events []domain.Event, l *domain.Ledger) {
+	tb.Helper()
+	next := map[string]uint32{}
+	for _, e := range events {
+		if u, ok := e.(*domain.UnitAssigned); ok {
+			if u.Proof.Unit != next[u.Block] {
+				tb.Fatalf("block %s: unit %d assigned when %d was next", u.Block, u.Proof.Unit, next[u.Block])
+			}
+			next[u.Block]++
+			b := l.Blocks[u.Block]
+			if err := domain.VerifyUnitProof(b.Commitment.Root, b.Commitment.Units, u.Proof); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+	for id, b := range l.Blocks {
+		if int(next[id]) != b.Sold {
+			tb.Fatalf("block %s: %d units assigned, %d sold", id, next[id], b.Sold)
+		}
+	}
+}
+
+func TestConcurrentStakesNeverOverdrawAndKeysAnswerOnce(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	exec(t, n.w, domain.CreateEmission{Price: 200, Blocks: 1})
+	// given a player who can afford exactly 10 stakes of 2 €
+	fundedPlayer(t, n.w, "p1", 2000)
+	// when 40 stakes race, 8 of them retries of the same key
+	var ok, poor, replays atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			key := fmt.Sprint("stake-", i)
+			if i < 8 {
+				key = "same-key"
+			}
+			r, err := n.w.Execute(context.Background(), domain.PlaceStake{Player: "p1", Stake: 200, Key: key})
+			switch {
+			case err == nil && r.Replay != nil:
+				replays.Add(1)
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, domain.ErrInsufficientFunds):
+				poor.Add(1)
+			default:
+				t.Errorf("stake %d: %v", i, err)
+			}
+		}()
+	}
+	wg.Wait()
+	// then exactly 10 stakes were placed, the balance is zero, the same
+	// key placed one stake, and the stream agrees
+	if ok.Load() != 10 {
+		t.Fatalf("%d stakes placed (%d refused, %d replays), want 10", ok.Load(), poor.Load(), replays.Load())
+	}
+	books, l, events := n.replay()
+	if books.Balances[domain.PlayerAccount("p1")] != 0 || l.Accounts["p1"].Balance != 0 || books.Stakes != 2000 {
+		t.Fatalf("balance %s, stakes %s", books.Balances[domain.PlayerAccount("p1")], books.Stakes)
+	}
+	checkUnits(t, events, l)
+}
+
+func TestAbandonedPlayIsCompletedBySystemAndPaid(t *testing.T) {
+	n := startNode(t, t.TempDir(), func(c *Config) { c.AbandonAfter = 100 * time.Millisecond })
+	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
+	fundedPlayer(t, n.w, "p1", 10000)
+	// given 30 plays, each left after one throw
+	for i := range 30 {
+		r := exec(t, n.w, domain.PlaceStake{Player: "p1", Stake: 100, Key: fmt.Sprint(i)})
+		exec(t, n.w, domain.MakeThrow{Player: "p1", Play: r.Events[0].(*domain.StakePlaced).Play})
+	}
+	// then the system completes and settles every one of them
+	n.waitAllSettled()
+	books, l, events := n.replay()
+	var bySystem, settled int
+	var prizes domain.Amount
+	for _, e := range events {
+		switch e := e.(type) {
+		case *domain.ThrowMade:
+			if e.BySystem {
+				bySystem++
+			}
+		case *domain.PlaySettled:
+			settled++
+			prizes += e.Prize
+			if !e.BySystem {
+				t.Fatalf("play %s settled without the system mark", e.Play)
+			}
+		}
+	}
+	if settled != 30 || bySystem != 90 || books.Prizes != prizes || l.Accounts["p1"].Balance != 10000-3000+prizes {
+		t.Fatalf("settled %d, system throws %d, prizes %s/%s", settled, bySystem, books.Prizes, prizes)
+	}
+}
+
+func TestSecondWriterIsFencedAndTheLogNeverForks(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
+	fundedPlayer(t, n.w, "p1", 100000)
+	// given a second writer started by mistake on the same stream
+	second := n.openWriter(nil)
+	defer second.Close()
+	// when both write
+	_, err1 := n.w.Execute(context.Background(), domain.PlaceStake{Player: "p1", Stake: 100, Key: "a"})
+	_, err2 := second.Execute(context.Background(), domain.PlaceStake{Player: "p1", Stake: 100, Key: "b"})
+	// then the second is fenced off and says so; the first goes on
+	if err1 != nil {
+		t.Fatalf("first writer: %v", err1)
+	}
+	if !errors.Is(err2, ErrStopped) || !errors.Is(err2, eventstore.ErrFenced) {
+		t.Fatalf("second writer: %v, want ErrStopped wrapping ErrFenced", err2)
+	}
+	if _, err := n.w.Execute(context.Background(), domain.PlaceStake{Player: "p1", Stake: 100, Key: "c"}); err != nil {
+		t.Fatalf("first writer after the fence: %v", err)
+	}
+	_, l, events := n.replay() // the chain verifies: no fork
+	checkUnits(t, events, l)
+	if l.Blocks["E0001-B001"].Sold != 2 {
+		t.Fatalf("%d units sold, want 2", l.Blocks["E0001-B001"].Sold)
+	}
+}
+
+func TestCrashLosesNothingAcknowledged(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, func(c *Config) { c.AbandonAfter = 200 * time.Millisecond })
+	exec(t, n.w, domain.CreateEmission{Price: 50, Blocks: 1})
+	players := make([]string, 32)
+	for i := range players {
+		players[i] = fmt.Sprint("p", i)
+		fundedPlayer(t, n.w, players[i], 100000)
+	}
+	// given players playing when the server dies under the writer
+	var mu sync.Mutex
+	acked := map[string]int{} // play → throws acknowledged
+	var wg sync.WaitGroup
+	var stakes atomic.Int32
+	for _, p := range players {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				r, err := n.w.Execute(context.Background(), domain.PlaceStake{Player: p, Stake: 50, Key: fmt.Sprint(i)})
+				if err != nil {
+					return
+				}
+				play := r.Events[0].(*domain.StakePlaced).Play
+				mu.Lock()
+				acked[play] = 0
+				mu.Unlock()
+				if stakes.Add(1) == 400 {
+					go n.crash()
+				}
+				for range domain.ThrowCount {
+					if _, err := n.w.Execute(context.Background(), domain.MakeThrow{Player: p, Play: play}); err != nil {
+						return
+					}
+					mu.Lock()
+					acked[play]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// when the writer restarts on the same data
+	n = startNode(t, dir, func(c *Config) { c.AbandonAfter = 200 * time.Millisecond })
+	// then every acknowledged play is there, and the system completes the
+	// ones left in progress
+	n.waitAllSettled()
+	_, l, events := n.replay()
+	throws := map[string]int{}
+	settled := map[string]bool{}
+	for _, e := range events {
+		switch e := e.(type) {
+		case *domain.ThrowMade:
+			throws[e.Play]++
+		case *domain.PlaySettled:
+			settled[e.Play] = true
+		}
+	}
+	if len(acked) < 400 {
+		t.Fatalf("only %d plays acknowledged before the crash", len(acked))
+	}
+	for play, n := range acked {
+		if !settled[play] || throws[play] != domain.ThrowCount || throws[play] < n {
+			t.Fatalf("acknowledged play %s (%d throws acked): settled %t, %d throws in the stream", play, n, settled[play], throws[play])
+		}
+	}
+	checkUnits(t, events, l)
+}
+
+func TestSellOutOfABlockOfEachPricePaysArticle3(t *testing.T) {
+	if testing.Short() {
+		t.Skip("sells out three blocks of 450 000 units: run without -short")
+	}
+	n := startNode(t, t.TempDir(), nil)
+	rules, _ := domain.DefaultRules()
+	for _, price := range []domain.Amount{50, 100, 200} {
+		table, _ := rules.Table(price)
+		res, err := Simulate(context.Background(), n.w, SimConfig{Price: price, Plays: rules.BlockUnits, Players: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Tiers != table.LotCounts() || res.PrizesTotal != table.Total || res.StakesTotal != table.Sales(rules.BlockUnits) {
+			t.Fatalf("price %s: tiers %v prizes %s stakes %s; want %v %s %s", price, res.Tiers, res.PrizesTotal, res.StakesTotal,
+				table.LotCounts(), table.Total, table.Sales(rules.BlockUnits))
+		}
+		t.Logf("price %s: %d plays in %s (%.0f plays/s, p99 %s)", price, res.Plays, res.Elapsed.Round(time.Millisecond),
+			float64(res.Plays)/res.Elapsed.Seconds(), res.Percentile(99))
+	}
+	books, l, events := n.replay()
+	checkUnits(t, events, l)
+	for _, b := range l.Blocks {
+		table, _ := rules.Table(b.Price)
+		if b.State != domain.BlockStateClosed || b.Sold != rules.BlockUnits || b.TierSold != table.LotCounts() || b.Prizes != table.Total {
+			t.Fatalf("block %s: %s, sold %d, tiers %v, prizes %s", b.ID, b.State, b.Sold, b.TierSold, b.Prizes)
+		}
+	}
+	for _, e := range events {
+		if c, ok := e.(*domain.BlockClosed); ok {
+			b := l.Blocks[c.Block]
+			table, _ := rules.Table(b.Price)
+			if err := domain.VerifyReveal(c.Seed, table.LotCounts(), b.Commitment); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for acct, bal := range books.Balances {
+		if a, ok := l.Accounts[acct[len("player."):]]; ok && a.Balance != bal {
+			t.Fatalf("%s: ledger %s, books %s", acct, a.Balance, bal)
+		}
+	}
+}
