@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fdj/tresor/domain"
@@ -64,18 +63,18 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 		return nil, err
 	}
 	res := &SimResult{Plays: cfg.Plays, Latencies: make([]time.Duration, cfg.Plays)}
-	var next atomic.Int64
 	var mu sync.Mutex
 	var firstErr error
 	start := time.Now()
 	var wg sync.WaitGroup
-	for _, player := range players {
+	for p, player := range players {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for {
-				i := next.Add(1) - 1
-				if i >= int64(cfg.Plays) || ctx.Err() != nil {
+			// Player p plays plays p, p+n, p+2n…: exactly its funded share,
+			// within its weekly limits, whatever the others' pace.
+			for i := p; i < cfg.Plays; i += len(players) {
+				if ctx.Err() != nil {
 					return
 				}
 				t0 := time.Now()
