@@ -35,14 +35,18 @@ type SimResult struct {
 	// Latencies holds every play's time from « Jouer » to its settlement,
 	// sorted.
 	Latencies []time.Duration
+	// CommandLatencies holds every command's time from the player's click
+	// (« Jouer » or « Lancer ») to its durable answer, sorted.
+	CommandLatencies []time.Duration
 }
 
-// Percentile returns the latency below which p percent of plays fall.
-func (r *SimResult) Percentile(p int) time.Duration {
-	if len(r.Latencies) == 0 {
+// Percentile returns the latency below which p percent of sorted durations
+// fall.
+func Percentile(sorted []time.Duration, p int) time.Duration {
+	if len(sorted) == 0 {
 		return 0
 	}
-	return r.Latencies[min(len(r.Latencies)-1, len(r.Latencies)*p/100)]
+	return sorted[min(len(sorted)-1, len(sorted)*p/100)]
 }
 
 // Simulate drives the real write path: it makes sure enough units are on
@@ -62,7 +66,8 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 	if err != nil {
 		return nil, err
 	}
-	res := &SimResult{Plays: cfg.Plays, Latencies: make([]time.Duration, cfg.Plays)}
+	res := &SimResult{Plays: cfg.Plays, Latencies: make([]time.Duration, cfg.Plays),
+		CommandLatencies: make([]time.Duration, cfg.Plays*(1+domain.ThrowCount))}
 	var mu sync.Mutex
 	var firstErr error
 	start := time.Now()
@@ -78,7 +83,7 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 					return
 				}
 				t0 := time.Now()
-				settled, n, err := playOnce(ctx, w, player, cfg.Price, fmt.Sprintf("sim-%d", i))
+				settled, n, err := playOnce(ctx, w, player, cfg.Price, fmt.Sprintf("sim-%d", i), res.CommandLatencies[i*(1+domain.ThrowCount):])
 				res.Latencies[i] = time.Since(t0)
 				mu.Lock()
 				res.Events += n
@@ -108,6 +113,7 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 		return nil, err
 	}
 	slices.Sort(res.Latencies)
+	slices.Sort(res.CommandLatencies)
 	// Sold-out blocks close once their last play settles; wait for that so
 	// that the stream left behind reveals their seeds to the audit.
 	if err := waitClosed(ctx, w, 30*time.Second); err != nil {
@@ -164,19 +170,24 @@ func fundPlayers(ctx context.Context, w *Writer, price domain.Amount, plays, n i
 }
 
 // playOnce is one play as a player makes it: « Jouer », then four
-// « Lancer ». It returns the settlement and the number of events recorded.
-func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount, key string) (*domain.PlaySettled, int, error) {
+// « Lancer ». It returns the settlement and the number of events recorded,
+// and writes each command's latency into lat.
+func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount, key string, lat []time.Duration) (*domain.PlaySettled, int, error) {
+	t0 := time.Now()
 	res, err := w.Execute(ctx, domain.PlaceStake{Player: player, Stake: price, Key: key})
 	if err != nil {
 		return nil, 0, err
 	}
+	lat[0] = time.Since(t0)
 	n := len(res.Events)
 	play := res.Events[0].(*domain.StakePlaced).Play
-	for range domain.ThrowCount {
+	for k := range domain.ThrowCount {
+		t0 = time.Now()
 		res, err = w.Execute(ctx, domain.MakeThrow{Player: player, Play: play})
 		if err != nil {
 			return nil, n, err
 		}
+		lat[1+k] = time.Since(t0)
 		n += len(res.Events)
 	}
 	for _, e := range res.Events {

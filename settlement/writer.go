@@ -379,6 +379,10 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 		out <- reply{err: err}
 		return
 	}
+	if c, ok := cmd.(domain.CreateEmission); ok && c.First != nil {
+		// Its seed is needed to close the block: keep it with the others.
+		w.seeds[c.First.Deck.Commitment.SeedHash] = c.First.Seed
+	}
 	if c, ok := cmd.(domain.CloseBlock); ok {
 		b := w.ledger.Blocks[c.Block]
 		if b != nil {
@@ -465,12 +469,27 @@ func (w *Writer) sweep() {
 	now := w.now()
 	for id, p := range w.ledger.Plays {
 		if now.Sub(p.LastActivity) >= w.cfg.AbandonAfter {
-			w.handle(context.Background(), domain.CompletePlay{Play: id}, make(chan reply, 1))
+			w.system(domain.CompletePlay{Play: id})
 		}
 	}
 	for id, b := range w.ledger.Blocks {
 		if b.State == domain.BlockStateExhausted && b.InPlay == 0 {
-			w.handle(context.Background(), domain.CloseBlock{Block: id}, make(chan reply, 1))
+			w.system(domain.CloseBlock{Block: id})
 		}
 	}
+}
+
+// system executes a command of the writer's own and logs its failure: no
+// caller waits for it, and a silent failure would leave a play unsettled or
+// a seed unrevealed.
+func (w *Writer) system(cmd domain.Command) {
+	out := make(chan reply, 1)
+	w.handle(context.Background(), cmd, out)
+	w.appends.Add(1)
+	go func() {
+		defer w.appends.Done()
+		if r := <-out; r.err != nil {
+			w.cfg.Logger.Error("system command failed", "command", fmt.Sprintf("%T", cmd), "err", r.err)
+		}
+	}()
 }

@@ -384,7 +384,7 @@ func TestSellOutOfABlockOfEachPricePaysArticle3(t *testing.T) {
 				table.LotCounts(), table.Total, table.Sales(rules.BlockUnits))
 		}
 		t.Logf("price %s: %d plays in %s (%.0f plays/s, p99 %s)", price, res.Plays, res.Elapsed.Round(time.Millisecond),
-			float64(res.Plays)/res.Elapsed.Seconds(), res.Percentile(99))
+			float64(res.Plays)/res.Elapsed.Seconds(), Percentile(res.Latencies, 99))
 	}
 	books, l, events := n.replay()
 	checkUnits(t, events, l)
@@ -407,5 +407,68 @@ func TestSellOutOfABlockOfEachPricePaysArticle3(t *testing.T) {
 		if a, ok := l.Accounts[acct[len("player."):]]; ok && a.Balance != bal {
 			t.Fatalf("%s: ledger %s, books %s", acct, a.Balance, bal)
 		}
+	}
+}
+
+// smallRules is the rule set in force with blocks of 12 units (one lot of
+// each winning tier, three losing units), so a test can sell blocks out.
+func smallRules(tb testing.TB) *domain.RuleSet {
+	r, err := domain.DefaultRules()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	small := *r
+	small.BlockUnits = 12
+	small.Tables = append([]domain.PriceTable(nil), r.Tables...)
+	for i := range small.Tables {
+		t := &small.Tables[i]
+		t.TotalLots, t.Total = 0, 0
+		for tier := range t.Lots {
+			t.Lots[tier].Count = 1
+			if domain.Tier(tier) != domain.TierNone {
+				t.Lots[tier].Total = t.Lots[tier].Amount
+				t.TotalLots++
+				t.Total += t.Lots[tier].Amount
+			}
+		}
+		t.Lots[domain.TierNone].Count = 3
+	}
+	return &small
+}
+
+func TestSoldOutBlocksCloseRevealingTheirSeedAcrossRestarts(t *testing.T) {
+	dir := t.TempDir()
+	small := func(c *Config) { c.Rules = smallRules(t) }
+	n := startNode(t, dir, small)
+	// given an emission of three blocks of 12 units
+	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 3})
+	fundedPlayer(t, n.w, "p1", 100000)
+	// when the first block sells out, then the writer restarts mid-way
+	// through the second
+	res, err := Simulate(context.Background(), n.w, SimConfig{Price: 100, Plays: 18, Players: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n.stop()
+	n = startNode(t, dir, small)
+	if _, err := Simulate(context.Background(), n.w, SimConfig{Price: 100, Plays: 6, Players: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// then both sold-out blocks are closed and their seeds match their
+	// commitments; the third block is on sale
+	_, l, events := n.replay()
+	checkUnits(t, events, l)
+	closed := 0
+	for _, e := range events {
+		if c, ok := e.(*domain.BlockClosed); ok {
+			b := l.Blocks[c.Block]
+			if err := domain.VerifyReveal(c.Seed, smallRules(t).Tables[1].LotCounts(), b.Commitment); err != nil {
+				t.Fatal(err)
+			}
+			closed++
+		}
+	}
+	if closed != 2 || l.OpenBlock(100) == nil || l.OpenBlock(100).ID != "E0001-B003" {
+		t.Fatalf("%d blocks closed, open block %+v (first run paid %s)", closed, l.OpenBlock(100), res.PrizesTotal)
 	}
 }
