@@ -14,6 +14,7 @@ import (
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/projections/projectionstest"
 )
 
 // node is a real embedded nats-server on a test directory, with the store
@@ -410,35 +411,9 @@ func TestSellOutOfABlockOfEachPricePaysArticle3(t *testing.T) {
 	}
 }
 
-// smallRules is the rule set in force with blocks of 12 units (one lot of
-// each winning tier, three losing units), so a test can sell blocks out.
-func smallRules(tb testing.TB) *domain.RuleSet {
-	r, err := domain.DefaultRules()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	small := *r
-	small.BlockUnits = 12
-	small.Tables = append([]domain.PriceTable(nil), r.Tables...)
-	for i := range small.Tables {
-		t := &small.Tables[i]
-		t.TotalLots, t.Total = 0, 0
-		for tier := range t.Lots {
-			t.Lots[tier].Count = 1
-			if domain.Tier(tier) != domain.TierNone {
-				t.Lots[tier].Total = t.Lots[tier].Amount
-				t.TotalLots++
-				t.Total += t.Lots[tier].Amount
-			}
-		}
-		t.Lots[domain.TierNone].Count = 3
-	}
-	return &small
-}
-
 func TestSoldOutBlocksCloseRevealingTheirSeedAcrossRestarts(t *testing.T) {
 	dir := t.TempDir()
-	small := func(c *Config) { c.Rules = smallRules(t) }
+	small := func(c *Config) { c.Rules = projectionstest.SmallRules(t) }
 	n := startNode(t, dir, small)
 	// given an emission of three blocks of 12 units
 	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 3})
@@ -462,7 +437,7 @@ func TestSoldOutBlocksCloseRevealingTheirSeedAcrossRestarts(t *testing.T) {
 	for _, e := range events {
 		if c, ok := e.(*domain.BlockClosed); ok {
 			b := l.Blocks[c.Block]
-			if err := domain.VerifyReveal(c.Seed, smallRules(t).Tables[1].LotCounts(), b.Commitment); err != nil {
+			if err := domain.VerifyReveal(c.Seed, projectionstest.SmallRules(t).Tables[1].LotCounts(), b.Commitment); err != nil {
 				t.Fatal(err)
 			}
 			closed++

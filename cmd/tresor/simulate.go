@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"syscall"
@@ -26,6 +27,7 @@ type simulateOptions struct {
 	asJSON    bool
 	yardstick bool
 	quiet     bool
+	cpuProf   string
 }
 
 // simulatePlaysMax bounds one run (ten blocks' worth).
@@ -56,6 +58,17 @@ func init() {
 			if o.players < 1 || o.players > o.plays || o.players > 100_000 {
 				return usagef("--players %d: want 1 to min(--plays, 100000)", o.players)
 			}
+			if o.cpuProf != "" {
+				f, err := os.Create(o.cpuProf)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				if err := pprof.StartCPUProfile(f); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			rep, err := simulate(ctx, &cfg, price, o, cmd.ErrOrStderr())
@@ -81,6 +94,7 @@ func init() {
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object")
 	f.BoolVar(&o.yardstick, "yardstick", false, "also measure raw 1 000-message atomic batches on the same server")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
+	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
 	rootCmd.AddCommand(cmd)
 }
 
