@@ -37,6 +37,9 @@ type Config struct {
 	SyncInterval time.Duration
 	// Replicas is the stream's replica count (1 embedded, 3 in a cluster).
 	Replicas int
+	// TokenKeyFile holds the 32-byte key that signs API tokens; default
+	// <data>/keys/token.key, generated on first start.
+	TokenKeyFile string
 	// AbandonAfter is how long a play waits for its player before the
 	// system completes it.
 	AbandonAfter time.Duration
@@ -47,6 +50,7 @@ var env = map[string]string{
 	"data": "TRESOR_DATA", "nats": "TRESOR_NATS_URL", "database-url": "TRESOR_DATABASE_URL", "http": "TRESOR_HTTP",
 	"master-key-file": "TRESOR_MASTER_KEY_FILE", "seal-key-file": "TRESOR_SEAL_KEY_FILE",
 	"sync-interval": "TRESOR_SYNC_INTERVAL", "replicas": "TRESOR_REPLICAS", "abandon-after": "TRESOR_ABANDON_AFTER",
+	"token-key-file": "TRESOR_TOKEN_KEY_FILE",
 }
 
 // envOr returns the environment variable of a flag, or def.

@@ -1,0 +1,386 @@
+// Package api is Tresor's HTTP API (/v1): players' plays and history,
+// finance's reports and operators' commands, over the settlement writer and
+// the projections. It is JSON in, JSON out, with RFC 9457 problem details
+// carrying the stable codes of domain.Error, so that clients branch on a
+// code and never on a message.
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/projections"
+	"github.com/fdj/tresor/settlement"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"golang.org/x/time/rate"
+)
+
+// Limits of the API: every request is bounded in size, time and rate.
+const (
+	// BodyMaxBytes bounds a request body; every body of the API is tiny.
+	BodyMaxBytes = 4 << 10
+	// RequestTimeout bounds one request, the read-your-writes wait included.
+	RequestTimeout = 15 * time.Second
+	// RatePerSecond and RateBurst bound one token's requests.
+	RatePerSecond = 200
+	RateBurst     = 400
+	// limitersMax bounds the per-token limiter table; past it the table is
+	// reset, which at worst grants a fresh burst.
+	limitersMax = 100_000
+	// historyScanPagesMax bounds the pages read to find one play by id.
+	historyScanPagesMax = 100
+	// emissionBlocksMax bounds one emission request.
+	emissionBlocksMax = 1000
+)
+
+// Config is what the API stands on.
+type Config struct {
+	Writer *settlement.Writer
+	Store  projections.Store
+	// Runner gives the projection lag for /metrics; nil leaves it out.
+	Runner *projections.Runner
+	Tokens *Tokens
+	Logger *slog.Logger
+	// Registry receives the API's metrics; nil uses a fresh registry.
+	Registry *prometheus.Registry
+}
+
+// Server is the API's http.Handler.
+type Server struct {
+	cfg      Config
+	mux      *http.ServeMux
+	routes   []string
+	limiters sync.Map
+	nLimit   int64
+	limitMu  sync.Mutex
+
+	requests *prometheus.CounterVec
+	latency  *prometheus.HistogramVec
+	batch    prometheus.Histogram
+	appendS  prometheus.Histogram
+}
+
+// NewServer builds the API over its dependencies.
+func NewServer(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tresor_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tresor_http_request_seconds", Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
+	s.batch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tresor_append_events", Help: "Events appended per command.", Buckets: prometheus.LinearBuckets(1, 1, 8)})
+	s.appendS = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tresor_append_seconds", Help: "Time from command to durable append.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	cfg.Registry.MustRegister(s.requests, s.latency, s.batch, s.appendS)
+	if cfg.Runner != nil {
+		cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_projection_lag_events", Help: "Events the projections have yet to apply."}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			lag, err := cfg.Runner.Lag(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(lag.Events())
+		}))
+	}
+	s.routes = nil
+	s.handle("GET /v1/health", nil, s.health)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
+	s.routes = append(s.routes, "GET /metrics")
+	s.handle("PUT /v1/players/{player}", roles(RoleOperator), s.configure)
+	s.handle("POST /v1/players/{player}/deposits", roles(RoleOperator), s.deposit)
+	s.handle("POST /v1/players/{player}/withdrawals", roles(RoleOperator), s.withdraw)
+	s.handle("GET /v1/players/{player}/account", roles(RolePlayer, RoleOperator, RoleFinance), s.account)
+	s.handle("POST /v1/players/{player}/plays", roles(RolePlayer), s.play)
+	s.handle("POST /v1/players/{player}/plays/{play}/throws", roles(RolePlayer), s.throw)
+	s.handle("GET /v1/players/{player}/plays", roles(RolePlayer, RoleOperator, RoleRegulator), s.history)
+	s.handle("GET /v1/players/{player}/plays/last", roles(RolePlayer, RoleOperator, RoleRegulator), s.lastPlay)
+	s.handle("GET /v1/players/{player}/plays/{play}", roles(RolePlayer, RoleOperator, RoleRegulator), s.getPlay)
+	s.handle("GET /v1/blocks", roles(RoleOperator, RoleFinance, RoleRegulator), s.blocks)
+	s.handle("GET /v1/blocks/{block}", roles(RoleOperator, RoleFinance, RoleRegulator), s.block)
+	s.handle("POST /v1/emissions", roles(RoleOperator), s.emission)
+	s.handle("POST /v1/blocks/{block}/close", roles(RoleOperator), s.closeBlock)
+	s.handle("GET /v1/reconciliation", roles(RoleFinance, RoleRegulator), s.reconciliation)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.problem(w, r, &domain.Error{Code: domain.CodeNotFound, Message: "no such endpoint"})
+	})
+	return s
+}
+
+// Routes lists the registered "METHOD /path" patterns, for the test that
+// holds the OpenAPI document to them.
+func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
+
+// ServeHTTP serves one request, bounded in time and counted by route.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(r.Context(), RequestTimeout)
+	defer cancel()
+	rec := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+	r = r.WithContext(ctx)
+	s.mux.ServeHTTP(rec, r)
+	route := r.Pattern
+	if route == "" || route == "/" {
+		route = "unmatched"
+	}
+	s.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
+	s.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
+}
+
+// statusWriter remembers the status code for the metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// handler is an endpoint: it returns the answer, or an error for a problem.
+type handler func(r *http.Request, c *Claims) (status int, body any, err error)
+
+// handle registers an endpoint behind authentication (when allowed is not
+// nil), the per-token rate limit and the player-ownership check.
+func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
+	s.routes = append(s.routes, pattern)
+	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		var claims *Claims
+		if allowed != nil {
+			c, err := s.authorize(r, allowed)
+			if err != nil {
+				s.problem(w, r, err)
+				return
+			}
+			claims = c
+		}
+		status, body, err := h(r, claims)
+		if err != nil {
+			s.problem(w, r, err)
+			return
+		}
+		if text, ok := body.(csvBody); ok {
+			w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+			w.WriteHeader(status)
+			io.WriteString(w, string(text))
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		json.NewEncoder(w).Encode(body)
+	})
+}
+
+// authorize checks the token, the role, the rate and, for a player, that
+// the path's player is the token's: a player never learns anything about
+// another, so the check comes before any read.
+func (s *Server) authorize(r *http.Request, allowed map[Role]bool) (*Claims, error) {
+	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok || raw == "" {
+		return nil, errUnauthorized
+	}
+	c, err := s.cfg.Tokens.Verify(raw)
+	if err != nil {
+		return nil, errUnauthorized
+	}
+	if !s.limiter(raw).Allow() {
+		return nil, errRateLimited
+	}
+	if !allowed[c.Role] {
+		return nil, &domain.Error{Code: domain.CodeForbidden, Message: "role " + string(c.Role) + " may not do this"}
+	}
+	if c.Role == RolePlayer && r.PathValue("player") != c.Player {
+		return nil, &domain.Error{Code: domain.CodeForbidden, Message: "a player acts only on their own account"}
+	}
+	return c, nil
+}
+
+// limiter returns the token's rate limiter.
+func (s *Server) limiter(token string) *rate.Limiter {
+	if l, ok := s.limiters.Load(token); ok {
+		return l.(*rate.Limiter)
+	}
+	s.limitMu.Lock()
+	defer s.limitMu.Unlock()
+	if s.nLimit >= limitersMax {
+		s.limiters.Clear()
+		s.nLimit = 0
+	}
+	l, loaded := s.limiters.LoadOrStore(token, rate.NewLimiter(RatePerSecond, RateBurst))
+	if !loaded {
+		s.nLimit++
+	}
+	return l.(*rate.Limiter)
+}
+
+func roles(rs ...Role) map[Role]bool {
+	m := make(map[Role]bool, len(rs))
+	for _, r := range rs {
+		m[r] = true
+	}
+	return m
+}
+
+// API-only codes, beside domain's.
+const (
+	codeUnauthorized domain.Code = "unauthorized"
+	codeRateLimited  domain.Code = "rate_limited"
+)
+
+var (
+	errUnauthorized = &domain.Error{Code: codeUnauthorized, Message: "missing, invalid or expired bearer token"}
+	errRateLimited  = &domain.Error{Code: codeRateLimited, Message: "too many requests for this token"}
+)
+
+// statusOf is the one table from error code to HTTP status.
+var statusOf = map[domain.Code]int{
+	domain.CodeInvalidRequest:    http.StatusBadRequest,
+	domain.CodeInvalidStake:      http.StatusUnprocessableEntity,
+	domain.CodeInsufficientFunds: http.StatusUnprocessableEntity,
+	domain.CodeLimitExceeded:     http.StatusUnprocessableEntity,
+	domain.CodeSelfExcluded:      http.StatusForbidden,
+	domain.CodeNotFound:          http.StatusNotFound,
+	domain.CodeConflict:          http.StatusConflict,
+	domain.CodeNoOpenBlock:       http.StatusConflict,
+	domain.CodePlayFinished:      http.StatusConflict,
+	domain.CodeForbidden:         http.StatusForbidden,
+	domain.CodeInternal:          http.StatusInternalServerError,
+	codeUnauthorized:             http.StatusUnauthorized,
+	codeRateLimited:              http.StatusTooManyRequests,
+}
+
+// problemJSON is an RFC 9457 problem detail with Tresor's stable code.
+type problemJSON struct {
+	Type   string      `json:"type"`
+	Title  string      `json:"title"`
+	Status int         `json:"status"`
+	Code   domain.Code `json:"code"`
+	Detail string      `json:"detail"`
+}
+
+// problem writes err as a problem detail; anything that is not a
+// domain.Error (or a projections sentinel) is internal: logged, not shown.
+func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
+	var de *domain.Error
+	switch {
+	case errors.As(err, &de):
+	case errors.Is(err, projections.ErrNotFound):
+		de = &domain.Error{Code: domain.CodeNotFound, Message: "not found"}
+	case errors.Is(err, projections.ErrInvalid):
+		de = &domain.Error{Code: domain.CodeInvalidRequest, Message: err.Error()}
+	default:
+		s.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		de = &domain.Error{Code: domain.CodeInternal, Message: "internal error"}
+	}
+	status, ok := statusOf[de.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="tresor"`)
+	}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(problemJSON{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: de.Code, Detail: de.Message})
+}
+
+// invalidf is an invalid_request problem.
+func invalidf(format string, args ...any) error {
+	return &domain.Error{Code: domain.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
+}
+
+// decode reads exactly one JSON value of a bounded body into v, refusing
+// unknown fields.
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, BodyMaxBytes))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return invalidf("body over %d bytes", BodyMaxBytes)
+		}
+		return invalidf("malformed JSON body: %v", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return invalidf("body must hold exactly one JSON value")
+	}
+	return nil
+}
+
+// amount parses a decimal string amount strictly.
+func amount(field, s string) (domain.Amount, error) {
+	a, err := domain.ParseAmount(s)
+	if err != nil {
+		return 0, invalidf("%s %q: want a decimal string with at most two decimals", field, s)
+	}
+	return a, nil
+}
+
+// idempotencyKey returns the required Idempotency-Key header.
+func idempotencyKey(r *http.Request) (string, error) {
+	k := r.Header.Get("Idempotency-Key")
+	if k == "" || len(k) > 128 {
+		return "", invalidf("Idempotency-Key header required, at most 128 characters")
+	}
+	return k, nil
+}
+
+// player returns the path's player id, checked.
+func player(r *http.Request) (string, error) {
+	p := r.PathValue("player")
+	if !domain.ValidID(p) {
+		return "", invalidf("player id %q is not valid", p)
+	}
+	return p, nil
+}
+
+// execute runs a command until durable and records its append metrics.
+func (s *Server) execute(ctx context.Context, cmd domain.Command) (settlement.Result, error) {
+	start := time.Now()
+	res, err := s.cfg.Writer.Execute(ctx, cmd)
+	if err != nil {
+		return res, fmt.Errorf("execute %T: %w", cmd, err)
+	}
+	if len(res.Events) > 0 {
+		s.appendS.Observe(time.Since(start).Seconds())
+		s.batch.Observe(float64(len(res.Events)))
+	}
+	return res, nil
+}
+
+// waitFor waits until the projections show seq, or, for a replayed command
+// (seq 0), everything the writer has recorded.
+func (s *Server) waitFor(ctx context.Context, seq uint64) error {
+	if seq == 0 {
+		seq = s.cfg.Writer.LastSeq()
+	}
+	if err := s.cfg.Store.WaitFor(ctx, seq); err != nil {
+		return fmt.Errorf("read your writes at %d: %w", seq, err)
+	}
+	return nil
+}
+
+func (s *Server) health(r *http.Request, _ *Claims) (int, any, error) {
+	cp, err := s.cfg.Store.Checkpoint(r.Context())
+	if err != nil {
+		return 0, nil, fmt.Errorf("health: %w", err)
+	}
+	return http.StatusOK, map[string]any{"status": "ok", "projection_seq": cp, "writer_seq": s.cfg.Writer.LastSeq()}, nil
+}
+
+// csvBody is an answer written as text/csv.
+type csvBody string

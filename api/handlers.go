@@ -1,0 +1,612 @@
+package api
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/projections"
+)
+
+// accountRequest is PUT /v1/players/{player}'s body; a limit left out is
+// left unchanged.
+type accountRequest struct {
+	WeeklyDepositLimit *string `json:"weekly_deposit_limit"`
+	WeeklyStakeLimit   *string `json:"weekly_stake_limit"`
+	SelfExcluded       bool    `json:"self_excluded"`
+}
+
+// accountJSON is an account as the API shows it.
+type accountJSON struct {
+	Player             string        `json:"player"`
+	Balance            domain.Amount `json:"balance"`
+	Deposited          domain.Amount `json:"deposited"`
+	Withdrawn          domain.Amount `json:"withdrawn"`
+	Staked             domain.Amount `json:"staked"`
+	Won                domain.Amount `json:"won"`
+	Plays              int           `json:"plays"`
+	SelfExcluded       bool          `json:"self_excluded"`
+	WeeklyDepositLimit *limitJSON    `json:"weekly_deposit_limit"`
+	WeeklyStakeLimit   *limitJSON    `json:"weekly_stake_limit"`
+	OpenedAt           time.Time     `json:"opened_at"`
+	Seq                uint64        `json:"seq"`
+}
+
+// limitJSON is a weekly limit: in force now, and a raise waiting its 24 h.
+type limitJSON struct {
+	InForce     domain.Amount  `json:"in_force"`
+	Pending     *domain.Amount `json:"pending,omitempty"`
+	PendingFrom *time.Time     `json:"pending_from,omitempty"`
+}
+
+func limitView(l *projections.Limit, now time.Time) *limitJSON {
+	if l == nil {
+		return nil
+	}
+	v := &limitJSON{InForce: l.At(now)}
+	if l.Pending != nil && now.Before(*l.PendingFrom) {
+		v.Pending, v.PendingFrom = l.Pending, l.PendingFrom
+	}
+	return v
+}
+
+func accountView(a projections.Account) accountJSON {
+	now := time.Now()
+	return accountJSON{
+		Player: a.Player, Balance: a.Balance, Deposited: a.Deposited, Withdrawn: a.Withdrawn, Staked: a.Staked, Won: a.Won,
+		Plays: a.Plays, SelfExcluded: a.SelfExcluded, OpenedAt: a.OpenedAt, Seq: a.LastSeq,
+		WeeklyDepositLimit: limitView(a.DepositLimit, now), WeeklyStakeLimit: limitView(a.StakeLimit, now),
+	}
+}
+
+// readAccount waits for seq and reads the account.
+func (s *Server) readAccount(r *http.Request, p string, seq uint64) (int, any, error) {
+	if err := s.waitFor(r.Context(), seq); err != nil {
+		return 0, nil, err
+	}
+	a, err := s.cfg.Store.Account(r.Context(), p)
+	if err != nil {
+		return 0, nil, fmt.Errorf("account %s: %w", p, err)
+	}
+	return http.StatusOK, accountView(a), nil
+}
+
+func (s *Server) configure(r *http.Request, _ *Claims) (int, any, error) {
+	p, err := player(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req accountRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	cmd := domain.ConfigureAccount{Player: p, SelfExcluded: req.SelfExcluded}
+	for _, l := range []struct {
+		name string
+		in   *string
+		out  **domain.Amount
+	}{{"weekly_deposit_limit", req.WeeklyDepositLimit, &cmd.DepositLimit}, {"weekly_stake_limit", req.WeeklyStakeLimit, &cmd.StakeLimit}} {
+		if l.in == nil {
+			continue
+		}
+		a, err := amount(l.name, *l.in)
+		if err != nil {
+			return 0, nil, err
+		}
+		*l.out = &a
+	}
+	res, err := s.execute(r.Context(), cmd)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.readAccount(r, p, res.LastSeq())
+}
+
+// moneyRequest is a deposit's or a withdrawal's body.
+type moneyRequest struct {
+	Amount string `json:"amount"`
+}
+
+// money runs a deposit or a withdrawal built by mk.
+func (s *Server) money(r *http.Request, mk func(player string, a domain.Amount, key string) domain.Command) (int, any, error) {
+	p, err := player(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req moneyRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	a, err := amount("amount", req.Amount)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := s.execute(r.Context(), mk(p, a, key))
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.readAccount(r, p, res.LastSeq())
+}
+
+func (s *Server) deposit(r *http.Request, _ *Claims) (int, any, error) {
+	return s.money(r, func(p string, a domain.Amount, k string) domain.Command {
+		return domain.Deposit{Player: p, Amount: a, Key: k}
+	})
+}
+
+func (s *Server) withdraw(r *http.Request, _ *Claims) (int, any, error) {
+	return s.money(r, func(p string, a domain.Amount, k string) domain.Command {
+		return domain.Withdraw{Player: p, Amount: a, Key: k}
+	})
+}
+
+func (s *Server) account(r *http.Request, _ *Claims) (int, any, error) {
+	p, err := player(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	seq, err := minSeq(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.readAccount(r, p, seq)
+}
+
+// minSeq reads the optional read-your-writes position: the min_seq query
+// parameter or the Tresor-Min-Seq header.
+func minSeq(r *http.Request) (uint64, error) {
+	v := r.URL.Query().Get("min_seq")
+	if v == "" {
+		v = r.Header.Get("Tresor-Min-Seq")
+	}
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil || n == 0 {
+		return 0, invalidf("min_seq %q: want a positive stream sequence", v)
+	}
+	return n, nil
+}
+
+// playRequest is POST plays' body.
+type playRequest struct {
+	Stake string `json:"stake"`
+}
+
+// playJSON is a play as its player sees it: the map and the chests' cells
+// from the start, their contents only as opened or once settled.
+type playJSON struct {
+	PlayID     string                  `json:"play_id"`
+	Player     string                  `json:"player"`
+	Stake      domain.Amount           `json:"stake"`
+	BlockID    string                  `json:"block_id"`
+	Unit       uint32                  `json:"unit"`
+	Map        mapJSON                 `json:"map"`
+	Pawn       domain.Cell             `json:"pawn"`
+	Chests     []projections.ChestView `json:"chests"`
+	Throws     []domain.ThrowResult    `json:"throws"`
+	ThrowsLeft int                     `json:"throws_left"`
+	Status     projections.PlayStatus  `json:"status"`
+	Tier       *domain.Tier            `json:"tier,omitempty"`
+	Prize      *domain.Amount          `json:"prize,omitempty"`
+	Balance    domain.Amount           `json:"balance"`
+	At         time.Time               `json:"at"`
+	Seq        uint64                  `json:"seq"`
+	Proof      *domain.UnitProof       `json:"proof,omitempty"`
+}
+
+// mapJSON is the map's size.
+type mapJSON struct {
+	Rows int `json:"rows"`
+	Cols int `json:"cols"`
+}
+
+func playView(p projections.Play) playJSON {
+	v := playJSON{
+		PlayID: p.ID, Player: p.Player, Stake: p.Stake, BlockID: p.Block, Unit: p.Unit, Status: p.Status,
+		Tier: p.Tier, Prize: p.Prize, Balance: p.BalanceAfter, At: p.At, Seq: p.Seq, Proof: p.Proof,
+		ThrowsLeft: domain.ThrowCount - len(p.Throws), Throws: []domain.ThrowResult{}, Chests: []projections.ChestView{},
+	}
+	if sc := p.Scenario(); sc != nil {
+		v.Map, v.Pawn, v.Chests, v.Throws = mapJSON{sc.Rows, sc.Cols}, sc.Start, sc.Chests, sc.Throws
+		if n := len(sc.Throws); n > 0 {
+			v.Pawn = sc.Throws[n-1].Pawn
+		}
+	}
+	return v
+}
+
+// findPlay reads a play of a player's history by id, paging back a bounded
+// number of pages (newest first: a fresh play is on the first).
+func (s *Server) findPlay(r *http.Request, player, id string) (projections.Play, error) {
+	before := ""
+	for range historyScanPagesMax {
+		page, err := s.cfg.Store.History(r.Context(), player, before, projections.PageMax)
+		if err != nil {
+			return projections.Play{}, fmt.Errorf("history of %s: %w", player, err)
+		}
+		for _, p := range page.Plays {
+			if p.ID == id {
+				return p, nil
+			}
+		}
+		if page.Next == "" {
+			break
+		}
+		before = page.Next
+	}
+	return projections.Play{}, &domain.Error{Code: domain.CodeNotFound, Message: "no such play"}
+}
+
+func (s *Server) play(r *http.Request, _ *Claims) (int, any, error) {
+	p, err := player(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	key, err := idempotencyKey(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var req playRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	stake, err := amount("stake", req.Stake)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := s.execute(r.Context(), domain.PlaceStake{Player: p, Stake: stake, Key: key})
+	if err != nil {
+		return 0, nil, err
+	}
+	id, status := "", http.StatusCreated
+	if res.Replay != nil {
+		id, status = res.Replay.Play, http.StatusOK
+	}
+	for _, e := range res.Events {
+		if sp, ok := e.(*domain.StakePlaced); ok {
+			id = sp.Play
+		}
+	}
+	if err := s.waitFor(r.Context(), res.LastSeq()); err != nil {
+		return 0, nil, err
+	}
+	pl, err := s.findPlay(r, p, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return status, playView(pl), nil
+}
+
+// throwJSON is one throw's answer.
+type throwJSON struct {
+	PlayID     string                 `json:"play_id"`
+	Throw      int                    `json:"throw"`
+	Direction  domain.Direction       `json:"direction"`
+	Steps      int                    `json:"steps"`
+	Pawn       domain.Cell            `json:"pawn"`
+	Chest      *chestJSON             `json:"chest"`
+	ThrowsLeft int                    `json:"throws_left"`
+	Status     projections.PlayStatus `json:"status"`
+	Tier       *domain.Tier           `json:"tier,omitempty"`
+	Prize      *domain.Amount         `json:"prize,omitempty"`
+	Seq        uint64                 `json:"seq"`
+}
+
+// chestJSON is the chest a throw opened.
+type chestJSON struct {
+	Index  int           `json:"index"`
+	Cell   domain.Cell   `json:"cell"`
+	Symbol domain.Symbol `json:"symbol"`
+}
+
+func (s *Server) throw(r *http.Request, _ *Claims) (int, any, error) {
+	p, err := player(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	id := r.PathValue("play")
+	if _, _, ok := domain.ParsePlayID(id); !ok {
+		return 0, nil, invalidf("play id %q is not valid", id)
+	}
+	if err := decodeEmpty(r); err != nil {
+		return 0, nil, err
+	}
+	res, err := s.execute(r.Context(), domain.MakeThrow{Player: p, Play: id})
+	if err != nil {
+		return 0, nil, err
+	}
+	out := throwJSON{PlayID: id, Status: projections.StatusInProgress, Seq: res.LastSeq()}
+	for _, e := range res.Events {
+		switch e := e.(type) {
+		case *domain.ThrowMade:
+			t := e.Result
+			out.Throw, out.Direction, out.Steps, out.Pawn, out.ThrowsLeft = e.Throw, t.Direction, t.Steps, t.Pawn, domain.ThrowCount-e.Throw
+			if t.Chest >= 0 {
+				out.Chest = &chestJSON{Index: t.Chest, Cell: t.Pawn, Symbol: t.Symbol}
+			}
+		case *domain.PlaySettled:
+			tier, prize := e.Tier, e.Prize
+			out.Status, out.Tier, out.Prize = projections.StatusSettled, &tier, &prize
+		}
+	}
+	return http.StatusOK, out, nil
+}
+
+// decodeEmpty accepts an empty body or an empty JSON object.
+func decodeEmpty(r *http.Request) error {
+	if r.ContentLength == 0 {
+		return nil
+	}
+	var v struct{}
+	return decode(r, &v)
+}
+
+// historyJSON is a page of history.
+type historyJSON struct {
+	Plays []playJSON `json:"plays"`
+	Next  string     `json:"next,omitempty"`
+}
+
+func (s *Server) history(r *http.Request, _ *Claims) (int, any, error) {
+	p, err := player(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > projections.PageMax {
+			return 0, nil, invalidf("limit %q: want 1 to %d", v, projections.PageMax)
+		}
+	}
+	before := q.Get("before")
+	if before != "" && !validCursor(before) {
+		return 0, nil, invalidf("before %q is not a cursor of this API", before)
+	}
+	if err := s.waitMin(r); err != nil {
+		return 0, nil, err
+	}
+	page, err := s.cfg.Store.History(r.Context(), p, before, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("history of %s: %w", p, err)
+	}
+	out := historyJSON{Plays: make([]playJSON, 0, len(page.Plays)), Next: page.Next}
+	for _, pl := range page.Plays {
+		out.Plays = append(out.Plays, playView(pl))
+	}
+	return http.StatusOK, out, nil
+}
+
+// validCursor bounds a history cursor to plain printable ASCII.
+func validCursor(c string) bool {
+	if len(c) > 64 {
+		return false
+	}
+	for _, b := range []byte(c) {
+		if b <= ' ' || b > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// waitMin waits for the optional min_seq before a read.
+func (s *Server) waitMin(r *http.Request) error {
+	seq, err := minSeq(r)
+	if err != nil || seq == 0 {
+		return err
+	}
+	return s.waitFor(r.Context(), seq)
+}
+
+func (s *Server) lastPlay(r *http.Request, _ *Claims) (int, any, error) {
+	p, err := player(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.waitMin(r); err != nil {
+		return 0, nil, err
+	}
+	pl, err := s.cfg.Store.LastPlay(r.Context(), p)
+	if err != nil {
+		return 0, nil, fmt.Errorf("last play of %s: %w", p, err)
+	}
+	return http.StatusOK, playView(pl), nil
+}
+
+func (s *Server) getPlay(r *http.Request, _ *Claims) (int, any, error) {
+	p, err := player(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	id := r.PathValue("play")
+	if _, _, ok := domain.ParsePlayID(id); !ok {
+		return 0, nil, invalidf("play id %q is not valid", id)
+	}
+	if err := s.waitMin(r); err != nil {
+		return 0, nil, err
+	}
+	pl, err := s.findPlay(r, p, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, playView(pl), nil
+}
+
+// blocksJSON is a page of block reports.
+type blocksJSON struct {
+	Blocks []projections.BlockReport `json:"blocks"`
+	Next   string                    `json:"next,omitempty"`
+}
+
+func (s *Server) blocks(r *http.Request, _ *Claims) (int, any, error) {
+	q := r.URL.Query()
+	limit := projections.PageDefault
+	if v := q.Get("limit"); v != "" {
+		var err error
+		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > projections.PageMax {
+			return 0, nil, invalidf("limit %q: want 1 to %d", v, projections.PageMax)
+		}
+	}
+	after := q.Get("after")
+	if after != "" && !domain.ValidID(after) {
+		return 0, nil, invalidf("after %q is not a block id", after)
+	}
+	if err := s.waitMin(r); err != nil {
+		return 0, nil, err
+	}
+	bs, err := s.cfg.Store.Blocks(r.Context(), after, limit)
+	if err != nil {
+		return 0, nil, fmt.Errorf("blocks: %w", err)
+	}
+	out := blocksJSON{Blocks: bs}
+	if len(bs) == limit {
+		out.Next = bs[len(bs)-1].ID
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) block(r *http.Request, _ *Claims) (int, any, error) {
+	id := r.PathValue("block")
+	if !domain.ValidID(id) {
+		return 0, nil, invalidf("block id %q is not valid", id)
+	}
+	if err := s.waitMin(r); err != nil {
+		return 0, nil, err
+	}
+	b, err := s.cfg.Store.Block(r.Context(), id)
+	if err != nil {
+		return 0, nil, fmt.Errorf("block %s: %w", id, err)
+	}
+	return http.StatusOK, b, nil
+}
+
+// emissionRequest is POST /v1/emissions' body.
+type emissionRequest struct {
+	Price  string `json:"price"`
+	Blocks int    `json:"blocks"`
+}
+
+// emissionJSON is the emission created and its first block.
+type emissionJSON struct {
+	EmissionID string        `json:"emission_id"`
+	Price      domain.Amount `json:"price"`
+	Blocks     int           `json:"blocks"`
+	BlockIDs   []string      `json:"opened_blocks"`
+	Seq        uint64        `json:"seq"`
+}
+
+func (s *Server) emission(r *http.Request, _ *Claims) (int, any, error) {
+	var req emissionRequest
+	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	price, err := amount("price", req.Price)
+	if err != nil {
+		return 0, nil, err
+	}
+	if req.Blocks < 1 || req.Blocks > emissionBlocksMax {
+		return 0, nil, invalidf("blocks %d: want 1 to %d", req.Blocks, emissionBlocksMax)
+	}
+	res, err := s.execute(r.Context(), domain.CreateEmission{Price: price, Blocks: req.Blocks})
+	if err != nil {
+		return 0, nil, err
+	}
+	out := emissionJSON{Price: price, Blocks: req.Blocks, BlockIDs: []string{}, Seq: res.LastSeq()}
+	for _, e := range res.Events {
+		switch e := e.(type) {
+		case *domain.EmissionCreated:
+			out.EmissionID = e.Emission
+		case *domain.BlockOpened:
+			out.BlockIDs = append(out.BlockIDs, e.Block)
+		}
+	}
+	if err := s.waitFor(r.Context(), res.LastSeq()); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusCreated, out, nil
+}
+
+func (s *Server) closeBlock(r *http.Request, _ *Claims) (int, any, error) {
+	id := r.PathValue("block")
+	if !domain.ValidID(id) {
+		return 0, nil, invalidf("block id %q is not valid", id)
+	}
+	if err := decodeEmpty(r); err != nil {
+		return 0, nil, err
+	}
+	res, err := s.execute(r.Context(), domain.CloseBlock{Block: id})
+	if err != nil {
+		return 0, nil, err
+	}
+	if err := s.waitFor(r.Context(), res.LastSeq()); err != nil {
+		return 0, nil, err
+	}
+	b, err := s.cfg.Store.Block(r.Context(), id)
+	if err != nil {
+		return 0, nil, fmt.Errorf("block %s: %w", id, err)
+	}
+	return http.StatusOK, b, nil
+}
+
+// reconciliationJSON is finance's reconciliation rows.
+type reconciliationJSON struct {
+	Rows []projections.Reconciliation `json:"rows"`
+}
+
+// reconciliation answers per emission (emission=ID filters one), per day
+// (from and to, YYYY-MM-DD, inclusive) or per block (scope=block).
+func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
+	q := r.URL.Query()
+	emission, from, to := q.Get("emission"), q.Get("from"), q.Get("to")
+	scope := projections.Scope(q.Get("scope"))
+	switch {
+	case scope == "" && (from != "" || to != ""):
+		scope = projections.ScopeDay
+	case scope == "":
+		scope = projections.ScopeEmission
+	case !projections.ValidScope(scope):
+		return 0, nil, invalidf("scope %q: want block, emission or day", scope)
+	}
+	if emission != "" && !domain.ValidID(emission) {
+		return 0, nil, invalidf("emission %q is not valid", emission)
+	}
+	for _, d := range []string{from, to} {
+		if _, err := time.Parse(time.DateOnly, d); d != "" && err != nil {
+			return 0, nil, invalidf("date %q: want YYYY-MM-DD", d)
+		}
+	}
+	if err := s.waitMin(r); err != nil {
+		return 0, nil, err
+	}
+	rows, err := s.cfg.Store.Reconciliation(r.Context(), scope)
+	if err != nil {
+		return 0, nil, fmt.Errorf("reconciliation: %w", err)
+	}
+	kept := rows[:0]
+	for _, row := range rows {
+		if (scope == projections.ScopeEmission && emission != "" && row.Key != emission) ||
+			(scope == projections.ScopeDay && ((from != "" && row.Key < from) || (to != "" && row.Key > to))) {
+			continue
+		}
+		kept = append(kept, row)
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/csv") {
+		var buf bytes.Buffer
+		if err := projections.WriteReconciliationCSV(&buf, kept); err != nil {
+			return 0, nil, fmt.Errorf("reconciliation CSV: %w", err)
+		}
+		return http.StatusOK, csvBody(buf.String()), nil
+	}
+	return http.StatusOK, reconciliationJSON{Rows: kept}, nil
+}

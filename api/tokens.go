@@ -1,0 +1,92 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/golang-jwt/jwt/v5"
+)
+
+// Role is what a token may do.
+type Role string
+
+// The four roles of design.md "Who uses it".
+const (
+	RolePlayer    Role = "player"
+	RoleOperator  Role = "operator"
+	RoleFinance   Role = "finance"
+	RoleRegulator Role = "regulator"
+)
+
+// ValidRole reports whether r is one of the four roles.
+func ValidRole(r Role) bool {
+	return r == RolePlayer || r == RoleOperator || r == RoleFinance || r == RoleRegulator
+}
+
+// TokenKeySize is the size of the HMAC-SHA256 key that signs tokens.
+const TokenKeySize = 32
+
+// TokenTTLMax bounds a token's life, so that a leaked one expires.
+const TokenTTLMax = 30 * 24 * time.Hour
+
+// issuer names Tresor in its tokens, so that a token of another service
+// signed with the same key by mistake is refused.
+const issuer = "tresor"
+
+// Claims is what a token carries: a role, the player id for a player, and
+// the registered claims (expiry).
+type Claims struct {
+	Role   Role   `json:"role"`
+	Player string `json:"player,omitempty"`
+	jwt.RegisteredClaims
+}
+
+// Tokens mints and verifies the API's bearer tokens (JWT, HS256).
+type Tokens struct{ key []byte }
+
+// NewTokens returns Tokens over a key of TokenKeySize bytes.
+func NewTokens(key []byte) (*Tokens, error) {
+	if len(key) != TokenKeySize {
+		return nil, fmt.Errorf("token key: %d bytes, want %d", len(key), TokenKeySize)
+	}
+	return &Tokens{key: key}, nil
+}
+
+// Mint signs a token for role (and player, for a player) valid for ttl.
+func (t *Tokens) Mint(role Role, player string, ttl time.Duration, now time.Time) (string, error) {
+	switch {
+	case !ValidRole(role):
+		return "", fmt.Errorf("role %q: want player, operator, finance or regulator", role)
+	case role == RolePlayer && !domain.ValidID(player):
+		return "", fmt.Errorf("player %q: a player token needs a valid player id", player)
+	case role != RolePlayer && player != "":
+		return "", errors.New("only a player token carries a player id")
+	case ttl <= 0 || ttl > TokenTTLMax:
+		return "", fmt.Errorf("ttl %s: want more than 0 and at most %s", ttl, TokenTTLMax)
+	}
+	c := Claims{Role: role, Player: player, RegisteredClaims: jwt.RegisteredClaims{
+		Issuer: issuer, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+	}}
+	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(t.key)
+	if err != nil {
+		return "", fmt.Errorf("sign token: %w", err)
+	}
+	return s, nil
+}
+
+// Verify checks a token's signature, algorithm, issuer and expiry and
+// returns its claims.
+func (t *Tokens) Verify(raw string) (*Claims, error) {
+	var c Claims
+	_, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return t.key, nil },
+		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(issuer), jwt.WithExpirationRequired())
+	if err != nil {
+		return nil, fmt.Errorf("verify token: %w", err)
+	}
+	if !ValidRole(c.Role) || (c.Role == RolePlayer) != (c.Player != "") {
+		return nil, errors.New("verify token: role and player do not agree")
+	}
+	return &c, nil
+}
