@@ -1,0 +1,307 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// server is a running `tresor serve`.
+type server struct {
+	tb   testing.TB
+	cmd  *exec.Cmd
+	url  string
+	data string
+	logs *bytes.Buffer
+	done chan error
+}
+
+// startServe runs the real binary on a random port and waits for its
+// "listening on" line.
+func startServe(tb testing.TB, data string, args ...string) *server {
+	tb.Helper()
+	cmd := exec.Command(tresorBin, append([]string{"serve", "--data", data, "--http", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	s := &server{tb: tb, cmd: cmd, data: data, logs: &bytes.Buffer{}, done: make(chan error, 1)}
+	addr := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			line := sc.Text()
+			s.logs.WriteString(line + "\n")
+			if _, a, ok := strings.Cut(line, "listening on "); ok {
+				addr <- strings.Trim(a, `"`)
+			}
+		}
+		s.done <- cmd.Wait()
+	}()
+	tb.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+		}
+	})
+	select {
+	case a := <-addr:
+		s.url = "http://" + a
+	case err := <-s.done:
+		tb.Fatalf("tresor serve exited before listening: %v\n%s", err, s.logs)
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("tresor serve not listening after 60s\n%s", s.logs)
+	}
+	return s
+}
+
+// stop sends SIGTERM and expects a clean exit.
+func (s *server) stop() {
+	s.tb.Helper()
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			s.tb.Fatalf("tresor serve after SIGTERM: %v\n%s", err, s.logs)
+		}
+	case <-time.After(30 * time.Second):
+		s.tb.Fatalf("tresor serve still running 30s after SIGTERM")
+	}
+}
+
+// token mints a token with the real `tresor token`.
+func (s *server) token(role, player string) string {
+	s.tb.Helper()
+	args := []string{"token", "--data", s.data, "--role", role}
+	if player != "" {
+		args = append(args, "--player", player)
+	}
+	out, errOut, code := run(s.tb, args...)
+	if code != 0 {
+		s.tb.Fatalf("tresor token: %d %s", code, errOut)
+	}
+	return strings.TrimSpace(out)
+}
+
+// call is one HTTP request; key is the Idempotency-Key ("" for none).
+type call struct {
+	method, path, token, key, body string
+}
+
+// do sends c and returns the status and the decoded JSON answer.
+func (s *server) do(c call) (int, map[string]any) {
+	s.tb.Helper()
+	req, err := http.NewRequest(c.method, s.url+c.path, strings.NewReader(c.body))
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	if c.key != "" {
+		req.Header.Set("Idempotency-Key", c.key)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		s.tb.Fatalf("%s %s: %v", c.method, c.path, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil && resp.StatusCode != http.StatusOK {
+		s.tb.Fatalf("%s %s: %d %q: %v", c.method, c.path, resp.StatusCode, b, err)
+	}
+	if resp.StatusCode >= 400 && resp.Header.Get("Content-Type") != "application/problem+json" {
+		s.tb.Errorf("%s %s: %d with Content-Type %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	return resp.StatusCode, m
+}
+
+// must sends c and fails unless the status is want.
+func (s *server) must(want int, c call) map[string]any {
+	s.tb.Helper()
+	got, m := s.do(c)
+	if got != want {
+		s.tb.Fatalf("%s %s: status %d, want %d: %v", c.method, c.path, got, want, m)
+	}
+	return m
+}
+
+// problem sends c and checks the problem's status and code.
+func (s *server) problem(status int, code string, c call) {
+	s.tb.Helper()
+	got, m := s.do(c)
+	if got != status || m["code"] != code {
+		s.tb.Errorf("%s %s %s: %d %v, want %d %s", c.method, c.path, c.body, got, m, status, code)
+	}
+}
+
+// freshDatabase creates a database on TRESOR_TEST_DATABASE_URL, dropped at
+// the end of the test; PostgreSQL tests fail, never skip, without it.
+func freshDatabase(tb testing.TB) string {
+	tb.Helper()
+	admin := os.Getenv("TRESOR_TEST_DATABASE_URL")
+	if admin == "" {
+		admin = "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable"
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, admin)
+	if err != nil {
+		tb.Fatalf("serve tests need PostgreSQL at TRESOR_TEST_DATABASE_URL (%s): %v", admin, err)
+	}
+	name := fmt.Sprintf("tresor_serve_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		tb.Fatalf("create database %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		dctx, dcancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer dcancel()
+		conn.Exec(dctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		conn.Close(dctx)
+	})
+	u, err := url.Parse(admin)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
+}
+
+func TestServeMemory(t *testing.T) { testPlayerLife(t) }
+
+func TestServePostgres(t *testing.T) { testPlayerLife(t, "--database-url", freshDatabase(t)) }
+
+// testPlayerLife drives a player's whole life, every role boundary and
+// every error code over HTTP, then restarts on the same data.
+func testPlayerLife(t *testing.T, args ...string) {
+	data := t.TempDir()
+	s := startServe(t, data, args...)
+	op, fin, reg := s.token("operator", ""), s.token("finance", ""), s.token("regulator", "")
+	p42, p43 := s.token("player", "p-42"), s.token("player", "p-43")
+
+	em := s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":2}`})
+	block := em["opened_blocks"].([]any)[0].(string)
+	s.problem(422, "invalid_stake", call{"POST", "/v1/emissions", op, "", `{"price":"0.70","blocks":1}`})
+
+	s.must(200, call{"PUT", "/v1/players/p-42", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"1.00"}`})
+	s.must(200, call{"PUT", "/v1/players/p-43", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"10.00","self_excluded":true}`})
+	acct := s.must(200, call{"POST", "/v1/players/p-42/deposits", op, "d1", `{"amount":"20.00"}`})
+	if acct["balance"] != "20.00" {
+		t.Fatalf("after deposit: %v", acct)
+	}
+	s.must(200, call{"POST", "/v1/players/p-42/deposits", op, "d1", `{"amount":"20.00"}`})
+	s.problem(422, "limit_exceeded", call{"POST", "/v1/players/p-42/deposits", op, "d2", `{"amount":"90.00"}`})
+
+	s.problem(409, "no_open_block", call{"POST", "/v1/players/p-42/plays", p42, "k0", `{"stake":"0.50"}`})
+	play := s.must(201, call{"POST", "/v1/players/p-42/plays", p42, "k1", `{"stake":"1.00"}`})
+	if play["throws_left"] != 4.0 || play["status"] != "in_progress" || play["balance"] != "19.00" || play["block_id"] != block || len(play["chests"].([]any)) != 9 {
+		t.Fatalf("play answer: %v", play)
+	}
+	for _, c := range play["chests"].([]any) {
+		if _, ok := c.(map[string]any)["symbol"]; ok {
+			t.Fatalf("a chest's content shown before it is opened: %v", play)
+		}
+	}
+	id := play["play_id"].(string)
+	again := s.must(200, call{"POST", "/v1/players/p-42/plays", p42, "k1", `{"stake":"1.00"}`})
+	if again["play_id"] != id {
+		t.Fatalf("retried play %v, want %s", again["play_id"], id)
+	}
+	last := s.must(200, call{"GET", "/v1/players/p-42/plays/last", p42, "", ""})
+	if last["play_id"] != id {
+		t.Fatalf("last play %v, want %s (read your writes)", last["play_id"], id)
+	}
+	var th map[string]any
+	for i := 1; i <= 4; i++ {
+		th = s.must(200, call{"POST", "/v1/players/p-42/plays/" + id + "/throws", p42, "", ""})
+		if th["throws_left"] != float64(4-i) {
+			t.Fatalf("throw %d: %v", i, th)
+		}
+	}
+	if th["status"] != "settled" || th["tier"] == nil || th["prize"] == nil {
+		t.Fatalf("4th throw: %v", th)
+	}
+	s.problem(409, "play_finished", call{"POST", "/v1/players/p-42/plays/" + id + "/throws", p42, "", ""})
+	hist := s.must(200, call{"GET", "/v1/players/p-42/plays?limit=10&min_seq=" + fmt.Sprint(th["seq"]), reg, "", ""})
+	plays := hist["plays"].([]any)
+	if len(plays) != 1 || plays[0].(map[string]any)["status"] != "settled" {
+		t.Fatalf("history: %v", hist)
+	}
+	s.must(200, call{"GET", "/v1/players/p-42/plays/" + id, op, "", ""})
+	s.problem(404, "not_found", call{"GET", "/v1/players/p-42/plays/" + block + "-U000099", p42, "", ""})
+	s.problem(422, "insufficient_funds", call{"POST", "/v1/players/p-42/withdrawals", op, "w0", `{"amount":"500.00"}`})
+	wd := s.must(200, call{"POST", "/v1/players/p-42/withdrawals", op, "w1", `{"amount":"5.00"}`})
+	s.problem(422, "limit_exceeded", call{"POST", "/v1/players/p-42/plays", p42, "k2", `{"stake":"1.00"}`})
+	s.problem(422, "invalid_stake", call{"POST", "/v1/players/p-42/plays", p42, "k3", `{"stake":"0.70"}`})
+	s.problem(403, "self_excluded", call{"POST", "/v1/players/p-43/plays", p43, "k1", `{"stake":"1.00"}`})
+	s.must(200, call{"GET", "/v1/blocks", fin, "", ""})
+	s.must(200, call{"GET", "/v1/blocks/" + block, reg, "", ""})
+	s.must(200, call{"GET", "/v1/reconciliation?emission=" + em["emission_id"].(string), fin, "", ""})
+	s.must(200, call{"GET", "/v1/health", "", "", ""})
+
+	// Role boundaries: a player never learns whether another exists.
+	for _, c := range []call{
+		{"GET", "/v1/players/p-43/account", p42, "", ""},
+		{"GET", "/v1/players/nobody/account", p42, "", ""},
+		{"GET", "/v1/players/p-43/plays", p42, "", ""},
+		{"GET", "/v1/players/p-43/plays/last", p42, "", ""},
+		{"POST", "/v1/players/p-43/plays", p42, "k9", `{"stake":"1.00"}`},
+		{"POST", "/v1/players/p-42/deposits", p42, "d9", `{"amount":"1.00"}`},
+		{"PUT", "/v1/players/p-42", p42, "", `{}`},
+		{"POST", "/v1/emissions", fin, "", `{"price":"1.00","blocks":1}`},
+		{"GET", "/v1/blocks", p42, "", ""},
+		{"GET", "/v1/reconciliation", op, "", ""},
+		{"POST", "/v1/players/p-42/plays", op, "k9", `{"stake":"1.00"}`},
+		{"GET", "/v1/players/p-42/account", reg, "", ""},
+		{"POST", "/v1/blocks/" + block + "/close", fin, "", ""},
+	} {
+		s.problem(403, "forbidden", c)
+	}
+	s.problem(401, "unauthorized", call{"GET", "/v1/players/p-42/account", "", "", ""})
+	s.problem(401, "unauthorized", call{"GET", "/v1/players/p-42/account", p42 + "x", "", ""})
+	s.problem(404, "not_found", call{"GET", "/v1/blocks/E0009-B001", op, "", ""})
+	s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
+	s.problem(409, "conflict", call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
+
+	metrics := s.getText("/metrics")
+	for _, m := range []string{"tresor_http_requests_total", "tresor_append_seconds", "tresor_projection_lag_events"} {
+		if !strings.Contains(metrics, m) {
+			t.Errorf("/metrics lacks %s", m)
+		}
+	}
+	s.stop()
+	s = startServe(t, data, args...)
+	after := s.must(200, call{"GET", "/v1/players/p-42/account?min_seq=" + fmt.Sprint(wd["seq"]), op, "", ""})
+	if after["balance"] != wd["balance"] || after["plays"] != 1.0 {
+		t.Fatalf("after restart: %v", after)
+	}
+	s.stop()
+}
+
+// getText returns a GET's body.
+func (s *server) getText(path string) string {
+	s.tb.Helper()
+	resp, err := http.Get(s.url + path)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return string(b)
+}
