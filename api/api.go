@@ -6,6 +6,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -303,16 +304,23 @@ func invalidf(format string, args ...any) error {
 	return &domain.Error{Code: domain.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
 }
 
-// decode reads exactly one JSON value of a bounded body into v, refusing
+// decode reads exactly one JSON object of a bounded body into v, refusing
 // unknown fields.
 func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, BodyMaxBytes))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
+	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, BodyMaxBytes))
+	if err != nil {
 		var tooBig *http.MaxBytesError
 		if errors.As(err, &tooBig) {
 			return invalidf("body over %d bytes", BodyMaxBytes)
 		}
+		return fmt.Errorf("read body: %w", err)
+	}
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return invalidf("body must be a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
 		return invalidf("malformed JSON body: %v", err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {

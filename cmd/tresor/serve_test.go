@@ -305,3 +305,54 @@ func (s *server) getText(path string) string {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	return string(b)
 }
+
+// TestMalformedRequestsRecordNothing throws malformed requests at every
+// endpoint: each is a 4xx problem, and the stream does not move.
+func TestMalformedRequestsRecordNothing(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	op, p42 := s.token("operator", ""), s.token("player", "p-42")
+	s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":1}`})
+	s.must(200, call{"PUT", "/v1/players/p-42", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"50.00"}`})
+	s.must(200, call{"POST", "/v1/players/p-42/deposits", op, "d1", `{"amount":"20.00"}`})
+	before := s.must(200, call{"GET", "/v1/health", "", "", ""})["writer_seq"]
+	big := `{"amount":"` + strings.Repeat("1", 5000) + `"}`
+	bodies := []string{``, `{`, `[]`, `null`, `{"amount":"1.00"} {}`, `{"amount":"1.00","x":1}`, `{"amount":1}`,
+		`{"amount":"1.001"}`, `{"amount":"-1.00"}`, `{"amount":"1e2"}`, `{"amount":"+1"}`, `{"amount":" 1"}`, big,
+		`{"stake":"1.001"}`, `{"stake":"-1"}`, `{"stake":"1E0"}`, `{"price":"1.00","blocks":0}`, `{"price":"1.00","blocks":"2"}`,
+		`{"weekly_deposit_limit":"1.5e1"}`, `{"self_excluded":"yes"}`}
+	paths := []struct{ method, path, token string }{
+		{"PUT", "/v1/players/p-42", op}, {"PUT", "/v1/players/bad%20id", op},
+		{"POST", "/v1/players/p-42/deposits", op}, {"POST", "/v1/players/p-42/withdrawals", op},
+		{"POST", "/v1/players/p-42/plays", p42}, {"POST", "/v1/emissions", op},
+		{"POST", "/v1/players/p-42/plays/nope/throws", p42}, {"POST", "/v1/blocks/bad%20id/close", op},
+	}
+	for _, p := range paths {
+		for i, b := range bodies {
+			got, m := s.do(call{p.method, p.path, p.token, fmt.Sprintf("m%d", i), b})
+			if got < 400 || got >= 500 {
+				t.Errorf("%s %s %.40q: %d %v, want a 4xx", p.method, p.path, b, got, m)
+			}
+		}
+	}
+	for _, c := range []call{
+		{"POST", "/v1/players/p-42/deposits", op, "", `{"amount":"1.00"}`},
+		{"DELETE", "/v1/players/p-42", op, "", ""},
+		{"GET", "/v1/players/p-42/plays?limit=101", op, "", ""},
+		{"GET", "/v1/players/p-42/plays?limit=x", op, "", ""},
+		{"GET", "/v1/players/p-42/plays?min_seq=-1", op, "", ""},
+		{"GET", "/v1/players/bad%20id/account", op, "", ""},
+		{"GET", "/v1/players/p-42/plays/nope", op, "", ""},
+		{"GET", "/v1/blocks?limit=0", op, "", ""},
+		{"GET", "/v1/blocks/bad%20id", op, "", ""},
+		{"GET", "/v1/reconciliation?from=yesterday", s.token("finance", ""), "", ""},
+		{"GET", "/v1/nothing", op, "", ""},
+	} {
+		if got, m := s.do(c); got < 400 || got >= 500 {
+			t.Errorf("%s %s: %d %v, want a 4xx", c.method, c.path, got, m)
+		}
+	}
+	if after := s.must(200, call{"GET", "/v1/health", "", "", ""})["writer_seq"]; after != before {
+		t.Fatalf("malformed requests recorded events: writer at %v, was %v", after, before)
+	}
+	s.stop()
+}
