@@ -97,7 +97,6 @@ func NewServer(cfg Config) *Server {
 			return float64(lag.Events())
 		}))
 	}
-	s.routes = nil
 	s.handle("GET /v1/health", nil, s.health)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	s.routes = append(s.routes, "GET /metrics")
