@@ -11,7 +11,9 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -354,5 +356,49 @@ func TestMalformedRequestsRecordNothing(t *testing.T) {
 	if after := s.must(200, call{"GET", "/v1/health", "", "", ""})["writer_seq"]; after != before {
 		t.Fatalf("malformed requests recorded events: writer at %v, was %v", after, before)
 	}
+	s.stop()
+}
+
+// BenchmarkAPIPlays drives whole plays (stake and 4 throws) through the
+// HTTP API of the real binary from 32 concurrent players and reports
+// plays/s and the p99 latency of one request.
+func BenchmarkAPIPlays(b *testing.B) {
+	const players = 32
+	s := startServe(b, b.TempDir())
+	op := s.token("operator", "")
+	s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"0.50","blocks":1}`})
+	tokens := make([]string, players)
+	for i := range tokens {
+		p := fmt.Sprintf("b-%d", i)
+		s.must(200, call{"PUT", "/v1/players/" + p, op, "", `{"weekly_deposit_limit":"100000.00","weekly_stake_limit":"100000.00"}`})
+		s.must(200, call{"POST", "/v1/players/" + p + "/deposits", op, "d", `{"amount":"50000.00"}`})
+		tokens[i] = s.token("player", p)
+	}
+	lat := make([][]time.Duration, players)
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i := range players {
+		wg.Go(func() {
+			p := fmt.Sprintf("/v1/players/b-%d/plays", i)
+			for n := i; n < b.N; n += players {
+				t0 := time.Now()
+				play := s.must(201, call{"POST", p, tokens[i], fmt.Sprint("k", n), `{"stake":"0.50"}`})
+				lat[i] = append(lat[i], time.Since(t0))
+				for range 4 {
+					t0 = time.Now()
+					s.must(200, call{"POST", p + "/" + play["play_id"].(string) + "/throws", tokens[i], "", ""})
+					lat[i] = append(lat[i], time.Since(t0))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	b.StopTimer()
+	all := slices.Concat(lat...)
+	slices.Sort(all)
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "plays/s")
+	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 	s.stop()
 }
