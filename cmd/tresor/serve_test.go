@@ -275,6 +275,11 @@ func testPlayerLife(t *testing.T, args ...string) {
 	} {
 		s.problem(403, "forbidden", c)
 	}
+	_, other := s.do(call{"GET", "/v1/players/p-43/account", p42, "", ""})
+	_, nobody := s.do(call{"GET", "/v1/players/nobody/account", p42, "", ""})
+	if fmt.Sprint(other) != fmt.Sprint(nobody) {
+		t.Errorf("a player learns whether another exists: %v vs %v", other, nobody)
+	}
 	s.problem(401, "unauthorized", call{"GET", "/v1/players/p-42/account", "", "", ""})
 	s.problem(401, "unauthorized", call{"GET", "/v1/players/p-42/account", p42 + "x", "", ""})
 	s.problem(404, "not_found", call{"GET", "/v1/blocks/E0009-B001", op, "", ""})
@@ -355,6 +360,16 @@ func TestMalformedRequestsRecordNothing(t *testing.T) {
 	}
 	if after := s.must(200, call{"GET", "/v1/health", "", "", ""})["writer_seq"]; after != before {
 		t.Fatalf("malformed requests recorded events: writer at %v, was %v", after, before)
+	}
+	limited := false
+	for range 1000 {
+		if got, m := s.do(call{"GET", "/v1/players/p-42/account", p42, "", ""}); got == 429 && m["code"] == "rate_limited" {
+			limited = true
+			break
+		}
+	}
+	if !limited {
+		t.Error("1 000 requests of one token were never rate limited")
 	}
 	s.stop()
 }
