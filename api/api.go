@@ -35,7 +35,8 @@ const (
 	RequestTimeout = 15 * time.Second
 	// RatePerSecond and RateBurst bound one token's requests.
 	RatePerSecond = 200
-	RateBurst     = 400
+	// RateBurst lets a client catch up after a pause.
+	RateBurst = 400
 	// limitersMax bounds the per-token limiter table; past it the table is
 	// reset, which at worst grants a fresh burst.
 	limitersMax = 100_000
@@ -47,11 +48,15 @@ const (
 
 // Config is what the API stands on.
 type Config struct {
+	// Writer executes commands; every write of the API goes through it.
 	Writer *settlement.Writer
-	Store  projections.Store
+	// Store is the projections every read is answered from.
+	Store projections.Store
 	// Runner gives the projection lag for /metrics; nil leaves it out.
 	Runner *projections.Runner
+	// Tokens verifies bearer tokens.
 	Tokens *Tokens
+	// Logger receives internal errors, which answers never show.
 	Logger *slog.Logger
 	// Registry receives the API's metrics; nil uses a fresh registry.
 	Registry *prometheus.Registry
