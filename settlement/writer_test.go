@@ -119,7 +119,8 @@ func (n *node) replay() (*domain.Books, *domain.Ledger, []domain.Event) {
 	books, l := domain.NewBooks(), domain.NewLedger(rules)
 	var all []domain.Event
 	verifier := eventstore.NewVerifier(testSealKey.Public().(ed25519.PublicKey))
-	_, err := n.store.ReadFrom(eventstoretest.Ctx(n.tb, time.Minute), 1, func(r eventstore.RecordedEvent) error {
+	// Ten minutes: three sold-out blocks are about ten million events.
+	_, err := n.store.ReadFrom(eventstoretest.Ctx(n.tb, 10*time.Minute), 1, func(r eventstore.RecordedEvent) error {
 		if err := verifier.Check(r); err != nil {
 			return err
 		}
@@ -155,6 +156,30 @@ func (n *node) waitAllSettled() {
 		}
 		return nil
 	})
+}
+
+// waitClosed waits until the writer has closed want blocks, which a sweep
+// does once their last plays settle, then executes one more command: the
+// chain commits in order, so once it is acknowledged the closes are in the
+// stream too.
+func (n *node) waitClosed(want int) {
+	n.tb.Helper()
+	eventstoretest.Eventually(n.tb, 10*time.Second, func() error {
+		closed := 0
+		err := n.w.Inspect(context.Background(), func(l *domain.Ledger) {
+			for _, b := range l.Blocks {
+				if b.State == domain.BlockStateClosed {
+					closed++
+				}
+			}
+		})
+		if err == nil && closed < want {
+			err = fmt.Errorf("%d blocks closed, want %d", closed, want)
+		}
+		return err
+	})
+	lim := domain.Amount(100)
+	exec(n.tb, n.w, domain.ConfigureAccount{Player: "barrier", DepositLimit: &lim})
 }
 
 func exec(tb testing.TB, w *Writer, c domain.Command) Result {
@@ -387,6 +412,7 @@ func TestSellOutOfABlockOfEachPricePaysArticle3(t *testing.T) {
 		t.Logf("price %s: %d plays in %s (%.0f plays/s, p99 %s)", price, res.Plays, res.Elapsed.Round(time.Millisecond),
 			float64(res.Plays)/res.Elapsed.Seconds(), Percentile(res.Latencies, 99))
 	}
+	n.waitClosed(3)
 	books, l, events := n.replay()
 	checkUnits(t, events, l)
 	for _, b := range l.Blocks {
@@ -429,10 +455,21 @@ func TestSoldOutBlocksCloseRevealingTheirSeedAcrossRestarts(t *testing.T) {
 	if _, err := Simulate(context.Background(), n.w, SimConfig{Price: 100, Plays: 6, Players: 2}); err != nil {
 		t.Fatal(err)
 	}
-	// then both sold-out blocks are closed and their seeds match their
-	// commitments; the third block is on sale
+	// then both sold-out blocks are closed, by a sweep once their last
+	// plays settle, and their seeds match their commitments; the third
+	// block is on sale
+	n.waitClosed(2)
 	_, l, events := n.replay()
 	checkUnits(t, events, l)
+	if closed := closedBlocks(t, events, l); closed != 2 || l.OpenBlock(100) == nil || l.OpenBlock(100).ID != "E0001-B003" {
+		t.Fatalf("%d blocks closed, open block %+v (first run paid %s)", closed, l.OpenBlock(100), res.PrizesTotal)
+	}
+}
+
+// closedBlocks counts the BlockClosed events and checks that each revealed
+// seed reproduces its block's commitment.
+func closedBlocks(t *testing.T, events []domain.Event, l *domain.Ledger) int {
+	t.Helper()
 	closed := 0
 	for _, e := range events {
 		if c, ok := e.(*domain.BlockClosed); ok {
@@ -443,7 +480,5 @@ func TestSoldOutBlocksCloseRevealingTheirSeedAcrossRestarts(t *testing.T) {
 			closed++
 		}
 	}
-	if closed != 2 || l.OpenBlock(100) == nil || l.OpenBlock(100).ID != "E0001-B003" {
-		t.Fatalf("%d blocks closed, open block %+v (first run paid %s)", closed, l.OpenBlock(100), res.PrizesTotal)
-	}
+	return closed
 }
