@@ -244,6 +244,9 @@ func roles(rs ...Role) map[Role]bool {
 const (
 	codeUnauthorized domain.Code = "unauthorized"
 	codeRateLimited  domain.Code = "rate_limited"
+	// codeUnavailable: the request could not be served now, and a retry
+	// (with the same idempotency key for a write) is safe.
+	codeUnavailable domain.Code = "unavailable"
 )
 
 var (
@@ -266,6 +269,7 @@ var statusOf = map[domain.Code]int{
 	domain.CodeInternal:          http.StatusInternalServerError,
 	codeUnauthorized:             http.StatusUnauthorized,
 	codeRateLimited:              http.StatusTooManyRequests,
+	codeUnavailable:              http.StatusServiceUnavailable,
 }
 
 // problemJSON is an RFC 9457 problem detail with Tresor's stable code.
@@ -287,6 +291,13 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 		de = &domain.Error{Code: domain.CodeNotFound, Message: "not found"}
 	case errors.Is(err, projections.ErrInvalid):
 		de = &domain.Error{Code: domain.CodeInvalidRequest, Message: err.Error()}
+	case errors.Is(err, settlement.ErrStopped):
+		s.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		de = &domain.Error{Code: codeUnavailable, Message: "the settlement writer has stopped; retry with the same idempotency key once the service is back"}
+	case errors.Is(err, projections.ErrNotReached):
+		de = &domain.Error{Code: codeUnavailable, Message: "recorded, but the projections have not caught up yet; read again shortly"}
+	case errors.Is(err, context.DeadlineExceeded):
+		de = &domain.Error{Code: codeUnavailable, Message: "no answer in time; the command may have been recorded: retry with the same idempotency key to learn its outcome"}
 	default:
 		s.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		de = &domain.Error{Code: domain.CodeInternal, Message: "internal error"}
@@ -295,8 +306,11 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	if !ok {
 		status = http.StatusInternalServerError
 	}
-	if status == http.StatusUnauthorized {
+	switch status {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tresor"`)
+	case http.StatusServiceUnavailable:
+		w.Header().Set("Retry-After", "1")
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)

@@ -256,7 +256,7 @@ func (w *Writer) submit(ctx context.Context, r request) (Result, error) {
 	select {
 	case w.reqs <- r:
 	case <-w.done:
-		return Result{}, w.stopped()
+		return Result{}, w.Err()
 	case <-ctx.Done():
 		return Result{}, ctx.Err()
 	}
@@ -270,7 +270,7 @@ func (w *Writer) submit(ctx context.Context, r request) (Result, error) {
 		case rep := <-r.reply:
 			return rep.res, rep.err
 		default:
-			return Result{}, w.stopped()
+			return Result{}, w.Err()
 		}
 	case <-ctx.Done():
 		// The command may still commit; the caller retries with its
@@ -306,8 +306,14 @@ func (w *Writer) Close() error {
 	return nil
 }
 
-// stopped returns why the writer stopped.
-func (w *Writer) stopped() error {
+// Done is closed once the writer has stopped for good: closed, or failed on
+// an append. A service that cannot write any more should exit and let its
+// supervisor restart it: the restart rebuilds the state from the stream.
+func (w *Writer) Done() <-chan struct{} { return w.done }
+
+// Err returns why the writer stopped (wrapping ErrStopped), nil while it
+// runs.
+func (w *Writer) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.stopErr
@@ -365,7 +371,7 @@ func (w *Writer) drain() {
 	for {
 		select {
 		case r := <-w.reqs:
-			r.reply <- reply{err: w.stopped()}
+			r.reply <- reply{err: w.Err()}
 		default:
 			return
 		}
@@ -375,7 +381,7 @@ func (w *Writer) drain() {
 // handle decides one command, applies its events to the ledger and hands
 // them to the log; the reply goes out when they are durable.
 func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- reply) {
-	if err := w.stopped(); err != nil {
+	if err := w.Err(); err != nil {
 		out <- reply{err: err}
 		return
 	}
@@ -402,7 +408,7 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 			// The decider produced an event the ledger cannot apply: a
 			// bug. Stop before anything inconsistent is written.
 			w.fail(fmt.Errorf("apply %s: %w", e.EventType(), err))
-			out <- reply{err: w.stopped()}
+			out <- reply{err: w.Err()}
 			return
 		}
 		recs[i] = Record{Event: e, At: now}
@@ -417,7 +423,7 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 		r := <-res
 		if r.Err != nil {
 			w.fail(fmt.Errorf("append %s: %w", d.Events[0].EventType(), r.Err))
-			out <- reply{err: w.stopped()}
+			out <- reply{err: w.Err()}
 			return
 		}
 		w.mu.Lock()

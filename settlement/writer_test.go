@@ -314,6 +314,13 @@ func TestSecondWriterIsFencedAndTheLogNeverForks(t *testing.T) {
 	if !errors.Is(err2, ErrStopped) || !errors.Is(err2, eventstore.ErrFenced) {
 		t.Fatalf("second writer: %v, want ErrStopped wrapping ErrFenced", err2)
 	}
+	<-second.Done()
+	if err := second.Err(); !errors.Is(err, eventstore.ErrFenced) {
+		t.Fatalf("second writer's Err: %v, want ErrFenced", err)
+	}
+	if n.w.Err() != nil {
+		t.Fatalf("first writer's Err: %v, want nil while it runs", n.w.Err())
+	}
 	if _, err := n.w.Execute(context.Background(), domain.PlaceStake{Player: "p1", Stake: 100, Key: "c"}); err != nil {
 		t.Fatalf("first writer after the fence: %v", err)
 	}

@@ -45,9 +45,10 @@ func init() {
 	rootCmd.AddCommand(cmd)
 }
 
-// serve runs until ctx ends, then stops in the order that loses nothing
-// acknowledged: the HTTP server (in-flight requests finish), the writer
-// (queued commands commit), the projections, the stream.
+// serve runs until ctx ends or its writer stops, then stops in the order
+// that loses nothing acknowledged: the HTTP server (in-flight requests
+// finish), the writer (queued commands commit), the projections, the
+// stream. A stopped writer makes it return an error: exit status 1.
 func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	tokens, err := cfg.tokens()
 	if err != nil {
@@ -96,12 +97,19 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	log.Info("listening on " + ln.Addr().String())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	var failed error
 	select {
 	case err := <-served:
 		return fmt.Errorf("http server: %w", err)
 	case err := <-runDone:
 		runDone <- err
 		return fmt.Errorf("projections: %w", err)
+	case <-w.Done():
+		// Fenced by another writer or cut off from the stream: every write
+		// would now fail. Exit, so that the supervisor restarts Tresor and
+		// the new writer rebuilds its state from the stream.
+		failed = fmt.Errorf("settlement writer: %w", w.Err())
+		log.Error("settlement writer stopped; shutting down", "err", w.Err())
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
@@ -114,7 +122,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		return fmt.Errorf("http server: %w", err)
 	}
 	log.Info("stopped")
-	return nil
+	return failed
 }
 
 // openProjections opens PostgreSQL projections (migrated) with

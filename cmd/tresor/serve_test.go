@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fdj/tresor/eventstore"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -416,4 +419,47 @@ func BenchmarkAPIPlays(b *testing.B) {
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "plays/s")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
 	s.stop()
+}
+
+// TestFencedServeExitsForARestart starts two `tresor serve` on one stream,
+// as a deployment mistake would: the one fenced off answers its write with
+// 503 unavailable, then exits with status 1 saying why, so that its
+// supervisor restarts it on a fresh state; the other goes on.
+func TestFencedServeExitsForARestart(t *testing.T) {
+	nats, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: t.TempDir(), ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nats.Shutdown)
+	// an external stream brings its own keys: both writers share them
+	data := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(data, "keys"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"master.key", "seal.ed25519", "token.key"} {
+		if err := os.WriteFile(filepath.Join(data, "keys", name), []byte(strings.Repeat("k", 32)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := startServe(t, data, "--nats", nats.ClientURL())
+	second := startServe(t, data, "--nats", nats.ClientURL())
+	op := first.token("operator", "")
+	limits := `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"10.00"}`
+
+	first.must(200, call{"PUT", "/v1/players/p-1", op, "", limits})
+	second.problem(503, "unavailable", call{"PUT", "/v1/players/p-2", op, "", limits})
+	select {
+	case err := <-second.done:
+		var exit *exec.ExitError
+		if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(second.logs.String(), "settlement writer stopped") {
+			t.Fatalf("fenced serve exited with %v, want status 1 and the reason logged:\n%s", err, second.logs)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("fenced serve still running 30s after its writer stopped:\n%s", second.logs)
+	}
+	first.must(200, call{"PUT", "/v1/players/p-2", op, "", limits})
+	if got := first.must(200, call{"GET", "/v1/players/p-2/account", op, "", ""}); got["player"] != "p-2" {
+		t.Fatalf("account after the fence: %v", got)
+	}
+	first.stop()
 }
