@@ -40,8 +40,6 @@ const (
 	// limitersMax bounds the per-token limiter table; past it the table is
 	// reset, which at worst grants a fresh burst.
 	limitersMax = 100_000
-	// historyScanPagesMax bounds the pages read to find one play by id.
-	historyScanPagesMax = 100
 	// emissionBlocksMax bounds one emission request.
 	emissionBlocksMax = 1000
 )

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -225,26 +226,14 @@ func playView(p projections.Play) playJSON {
 	return v
 }
 
-// findPlay reads a play of a player's history by id, paging back a bounded
-// number of pages (newest first: a fresh play is on the first).
+// findPlay reads a play of a player by id; another player's play is
+// not_found too, so that an answer never tells whether it exists.
 func (s *Server) findPlay(r *http.Request, player, id string) (projections.Play, error) {
-	before := ""
-	for range historyScanPagesMax {
-		page, err := s.cfg.Store.History(r.Context(), player, before, projections.PageMax)
-		if err != nil {
-			return projections.Play{}, fmt.Errorf("history of %s: %w", player, err)
-		}
-		for _, p := range page.Plays {
-			if p.ID == id {
-				return p, nil
-			}
-		}
-		if page.Next == "" {
-			break
-		}
-		before = page.Next
+	p, err := s.cfg.Store.Play(r.Context(), player, id)
+	if errors.Is(err, projections.ErrNotFound) {
+		return projections.Play{}, &domain.Error{Code: domain.CodeNotFound, Message: "no such play"}
 	}
-	return projections.Play{}, &domain.Error{Code: domain.CodeNotFound, Message: "no such play"}
+	return p, err
 }
 
 func (s *Server) play(r *http.Request, _ *Claims) (int, any, error) {

@@ -136,6 +136,10 @@ type Store interface {
 	// LastPlay returns a player's newest play (Article 4.2: did my last
 	// unit win?), or ErrNotFound.
 	LastPlay(ctx context.Context, player string) (Play, error)
+	// Play returns one play of a player by id, however old, or ErrNotFound
+	// (also for another player's play: an answer must not tell whether it
+	// exists).
+	Play(ctx context.Context, player, id string) (Play, error)
 
 	// Reconciliation returns finance's reconciliation rows of a scope (per
 	// block, per emission or per day), in key order.

@@ -346,6 +346,17 @@ func (s *Store) LastPlay(_ context.Context, player string) (projections.Play, er
 	return copyPlay(plays[len(plays)-1]), nil
 }
 
+// Play implements projections.Store.
+func (s *Store) Play(_ context.Context, player, id string) (projections.Play, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	p, ok := s.plays[id]
+	if !ok || p.Player != player {
+		return projections.Play{}, fmt.Errorf("play %q of %q: %w", id, player, projections.ErrNotFound)
+	}
+	return copyPlay(p), nil
+}
+
 func copyPlay(p *projections.Play) projections.Play {
 	out := *p
 	out.Throws = slices.Clone(p.Throws)

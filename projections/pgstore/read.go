@@ -347,6 +347,22 @@ func (s *Store) LastPlay(ctx context.Context, player string) (projections.Play, 
 	return plays[0], nil
 }
 
+// Play implements projections.Store: one probe of the primary key.
+func (s *Store) Play(ctx context.Context, player, id string) (projections.Play, error) {
+	q, err := s.refresh(ctx, false)
+	if err != nil {
+		return projections.Play{}, err
+	}
+	plays, err := readPlays(ctx, s.pool, q.play, id, player)
+	if err != nil {
+		return projections.Play{}, fmt.Errorf("play %s of %s: %w", id, player, err)
+	}
+	if len(plays) == 0 {
+		return projections.Play{}, fmt.Errorf("play %q of %q: %w", id, player, projections.ErrNotFound)
+	}
+	return plays[0], nil
+}
+
 // Reconciliation implements projections.Store. The three scopes read one
 // consistent snapshot (a repeatable-read transaction).
 func (s *Store) Reconciliation(ctx context.Context, scope projections.Scope) ([]projections.Reconciliation, error) {

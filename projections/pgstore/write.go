@@ -12,13 +12,13 @@ import (
 
 // statements are the SQL of one generation, schema names spliced in once.
 type statements struct {
-	checkpoint, lockCheckpoint, advance                              string
-	insertAccounts, updateAccounts, insertLimits, insertJournal      string
-	addTotals, insertEmissions, insertBlocks, insertTiers            string
-	updateBlocks, updateTiers, insertPlays, updatePlays, addDays     string
-	account, accountsAfter, limitsOf, journal, totals                string
-	allBlocks, block, blocksAfter, tiersOf, history, lastPlay, emIDs string
-	days                                                             string
+	checkpoint, lockCheckpoint, advance                                    string
+	insertAccounts, updateAccounts, insertLimits, insertJournal            string
+	addTotals, insertEmissions, insertBlocks, insertTiers                  string
+	updateBlocks, updateTiers, insertPlays, updatePlays, addDays           string
+	account, accountsAfter, limitsOf, journal, totals                      string
+	allBlocks, block, blocksAfter, tiersOf, history, lastPlay, play, emIDs string
+	days                                                                   string
 }
 
 const blockColumns = `id, emission, idx, price, units, state, seed_hash, root, seed, opened_at, closed_at, settled,
@@ -109,6 +109,7 @@ func newStatements(schema, control string) *statements {
 		history: f(`SELECT ` + playColumns + ` FROM {s}.plays WHERE player = $1 AND seq < $2
 			ORDER BY seq DESC LIMIT $3`),
 		lastPlay: f(`SELECT ` + playColumns + ` FROM {s}.plays WHERE player = $1 ORDER BY seq DESC LIMIT 1`),
+		play:     f(`SELECT ` + playColumns + ` FROM {s}.plays WHERE id = $1 AND player = $2`),
 		emIDs:    f(`SELECT id FROM {s}.emissions ORDER BY id LIMIT ` + fmt.Sprint(projections.ReconciliationRowsMax+1)),
 		days:     f(`SELECT to_char(day, 'YYYY-MM-DD'), ` + counterColumns + ` FROM {s}.days ORDER BY day LIMIT ` + fmt.Sprint(projections.ReconciliationRowsMax+1)),
 	}

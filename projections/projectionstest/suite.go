@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"reflect"
 	"testing"
 	"time"
 
@@ -211,6 +212,12 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 		for i, p := range hist {
 			st := ps[len(ps)-1-i]
 			checkPlay(t, w, p, st, throws[st.Play], settled[st.Play], paid[st.Play])
+			if byID, err := s.Play(ctx, player, p.ID); err != nil || !reflect.DeepEqual(byID, p) {
+				t.Errorf("play %s by id: %+v, %v; want the history's %+v", p.ID, byID, err, p)
+			}
+			if _, err := s.Play(ctx, player+"-other", p.ID); !errors.Is(err, projections.ErrNotFound) {
+				t.Errorf("play %s asked as another player: %v, want ErrNotFound", p.ID, err)
+			}
 		}
 	}
 }
@@ -471,6 +478,7 @@ func testBounds(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
 		"account": func() error { _, err := s.Account(ctx, "ghost"); return err }(),
 		"block":   func() error { _, err := s.Block(ctx, "E9999-B001"); return err }(),
 		"last":    func() error { _, err := s.LastPlay(ctx, "ghost"); return err }(),
+		"play":    func() error { _, err := s.Play(ctx, "ghost", "E0001-B001-U000000"); return err }(),
 	} {
 		if !errors.Is(err, projections.ErrNotFound) {
 			t.Errorf("%s of nobody: %v, want ErrNotFound", what, err)
