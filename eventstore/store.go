@@ -143,7 +143,7 @@ func (c *Config) setDefaults() error {
 		c.Stream = "TRESOR"
 	}
 	if c.SubjectPrefix == "" {
-		c.SubjectPrefix = "tresor"
+		c.SubjectPrefix = defaultSubjectPrefix
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
@@ -175,6 +175,9 @@ func (c *Config) setDefaults() error {
 	}
 	return nil
 }
+
+// defaultSubjectPrefix is Config.SubjectPrefix when not set.
+const defaultSubjectPrefix = "tresor"
 
 // NATSStore is the Store on NATS JetStream.
 type NATSStore struct {
