@@ -2,14 +2,18 @@ package eventstore_test
 
 import (
 	"bytes"
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // exportLines writes evs through an ExportWriter and returns the file.
@@ -145,5 +149,174 @@ func TestReadExportNamesTheMalformedLine(t *testing.T) {
 	got := readExport(t, []byte(tampered+"\n"))
 	if len(got) != 1 || eventstore.ComputeHash(&got[0]) == got[0].Hash {
 		t.Fatalf("a tampered payload must be read as is, its hash left to the auditor: %+v", got)
+	}
+}
+
+// oddPayloads are valid JSON bodies that a re-encoding JSON library would
+// change: HTML characters, spacing, line breaks, escapes, big numbers.
+var oddPayloads = []string{
+	`{"html":"<b>&amp;</b>","n":1.50}`,
+	`{ "spaced" :	[1, 2 ,3] }`,
+	"{\n  \"pretty\": \"\\u00e9 \u00e9\"\n}",
+	`{"big":123456789012345678901234567890,"esc":"\"\\\/"}`,
+}
+
+// writeRealStream writes n events in each of two chains through real
+// committers that seal every 50 events, and returns the seal key.
+func writeRealStream(tb testing.TB, store eventstore.Store, n int) ed25519.PublicKey {
+	tb.Helper()
+	ctx := eventstoretest.Ctx(tb, 60*time.Second)
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var chans []<-chan eventstore.AppendResult
+	wait := func() {
+		for _, ch := range chans {
+			if r := <-ch; r.Err != nil {
+				tb.Fatal(r.Err)
+			}
+		}
+		chans = chans[:0]
+	}
+	var committers []eventstore.Committer
+	for _, chain := range []string{"s0", "s1"} {
+		c, err := store.NewCommitter(ctx, chain, eventstore.CommitterConfig{SealKey: key, SealEvery: 50})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		committers = append(committers, c)
+	}
+	for i := range n {
+		for j, c := range committers {
+			ev := eventstoretest.Ev("test.Odd", "acct", fmt.Sprint(i%5), i)
+			ev.Payload = json.RawMessage(oddPayloads[(i+j)%len(oddPayloads)])
+			ev.CausationID = fmt.Sprintf("cmd-%d", i)
+			chans = append(chans, c.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{ev}}))
+		}
+		if i%20 == 19 { // let batches commit so that seals fall due
+			wait()
+		}
+	}
+	wait()
+	for _, c := range committers {
+		if err := c.Close(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return pub
+}
+
+// exportStored exports sequences from..to of store as a file.
+func exportStored(tb testing.TB, store *eventstore.NATSStore, from, to uint64) []byte {
+	tb.Helper()
+	var buf bytes.Buffer
+	x := eventstore.NewExportWriter(&buf)
+	if err := store.ReadStored(eventstoretest.Ctx(tb, 30*time.Second), from, to, x.Write); err != nil {
+		tb.Fatal(err)
+	}
+	if err := x.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// TestExportRoundTripOfARealStream exports a stream written by real
+// committers (two chains, seals) through a read-only store, reads the file
+// back and checks that every record is the event the store reads, that
+// every hash recomputes and that a Verifier accepts the whole file, seals
+// included; an export in two ranges is the same file.
+func TestExportRoundTripOfARealStream(t *testing.T) {
+	srv := runEmbedded(t, t.TempDir())
+	pub := writeRealStream(t, openStore(t, srv, eventstore.Config{}), 300)
+	reader := openStore(t, srv, eventstore.Config{ReadOnly: true})
+	want := eventstoretest.ReadAll(t, reader)
+	last := want[len(want)-1].Sequence
+	file := exportStored(t, reader, 1, last)
+	if split := append(exportStored(t, reader, 0, 257), exportStored(t, reader, 258, last)...); !bytes.Equal(split, file) {
+		t.Fatal("an export in two ranges differs from the one-shot export")
+	}
+	got := readExport(t, file)
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("read back %d records that differ from the %d stored", len(got), len(want))
+	}
+	v := eventstore.NewVerifier(pub)
+	for i := range got {
+		if h := eventstore.ComputeHash(&got[i]); h != got[i].Hash {
+			t.Fatalf("sequence %d: hash %s recomputed, %s exported", got[i].Sequence, h, got[i].Hash)
+		}
+		if err := v.Check(got[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st := v.Stats(); st.Events != uint64(len(want)) || st.Seals < 10 {
+		t.Fatalf("verified %+v over %d records, want every one and >= 10 seals", st, len(want))
+	}
+	pretty := 0
+	for _, ev := range want {
+		if bytes.Contains(ev.Payload, []byte("\n")) {
+			pretty++
+		}
+	}
+	if n := bytes.Count(file, []byte(`"payload_base64"`)); n != pretty || n == 0 {
+		t.Fatalf("%d base64 payloads, want the %d pretty-printed ones", n, pretty)
+	}
+}
+
+// TestExportCarriesATamperedEventForTheAuditor forges an event behind the
+// store's back: reading with verification stops at it, the export carries
+// it as stored, and a Verifier over the file names its sequence.
+func TestExportCarriesATamperedEventForTheAuditor(t *testing.T) {
+	srv := runEmbedded(t, t.TempDir())
+	ctx := eventstoretest.Ctx(t, 60*time.Second)
+	store := openStore(t, srv, eventstore.Config{})
+	if _, err := store.Append(ctx, "s0", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("test.A", "acct", "a1", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	orig := eventstoretest.ReadAll(t, store)[0]
+	forged := forge(t, store, orig, []byte(`{"n":1000000}`))
+	if _, err := store.ReadFrom(ctx, 1, func(eventstore.RecordedEvent) error { return nil }); !errors.Is(err, eventstore.ErrIntegrity) {
+		t.Fatalf("verified read over a forgery: %v", err)
+	}
+	got := readExport(t, exportStored(t, store, 1, forged))
+	v := eventstore.NewVerifier(nil)
+	var ie *eventstore.IntegrityError
+	if err := v.Check(got[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Check(got[1]); !errors.As(err, &ie) || ie.Sequence != forged || ie.What != "hash" {
+		t.Fatalf("forgery at %d: verifier says %v", forged, err)
+	}
+}
+
+// TestReadOnlyStoreCreatesAndWritesNothing opens a read-only store where
+// no stream exists (an error, and still no stream), then on an existing
+// stream, where every write is refused.
+func TestReadOnlyStoreCreatesAndWritesNothing(t *testing.T) {
+	srv := runEmbedded(t, t.TempDir())
+	ctx := eventstoretest.Ctx(t, 60*time.Second)
+	for range 2 { // the second open proves that the first created nothing
+		if _, err := srv.Open(ctx, eventstore.Config{ReadOnly: true}); !errors.Is(err, jetstream.ErrStreamNotFound) ||
+			!strings.Contains(err.Error(), "read-only") {
+			t.Fatalf("read-only open without a stream: %v", err)
+		}
+	}
+	writer := openStore(t, srv, eventstore.Config{})
+	if _, err := writer.Append(ctx, "s0", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("test.A", "acct", "a1", 1)}}); err != nil {
+		t.Fatal(err)
+	}
+	reader := openStore(t, srv, eventstore.Config{ReadOnly: true})
+	if _, err := reader.Append(ctx, "s0", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("test.A", "acct", "a1", 2)}}); !errors.Is(err, eventstore.ErrReadOnly) {
+		t.Fatalf("read-only append: %v", err)
+	}
+	if _, err := reader.NewCommitter(ctx, "s0", eventstore.CommitterConfig{}); !errors.Is(err, eventstore.ErrReadOnly) {
+		t.Fatalf("read-only committer: %v", err)
+	}
+	if last, err := reader.LastSequence(ctx); err != nil || last != 1 {
+		t.Fatalf("last sequence %d, %v: want 1", last, err)
+	}
+	if err := reader.ReadStored(ctx, 1, 2, func(eventstore.RecordedEvent) error { return nil }); !errors.Is(err, eventstore.ErrInvalid) ||
+		!strings.Contains(err.Error(), "ends at 1") {
+		t.Fatalf("read past the end: %v", err)
 	}
 }
