@@ -51,8 +51,9 @@ func NewExportWriter(w io.Writer) *ExportWriter {
 func (x *ExportWriter) SetSubjectPrefix(prefix string) { x.prefix = prefix }
 
 // Write writes r as one line. It returns ErrInvalid when a string field is
-// not valid UTF-8 (JSON cannot carry it byte for byte; only a message forged
-// outside Tresor can hold one), or the write error.
+// not valid UTF-8 (JSON cannot carry it byte for byte) or when the line
+// would exceed ExportLineMax (readers refuse it) — only a message forged
+// outside Tresor can be either — or the write error.
 func (x *ExportWriter) Write(r RecordedEvent) error {
 	b := append(x.line[:0], `{"sequence":`...)
 	b = strconv.AppendUint(b, r.Sequence, 10)
@@ -93,6 +94,9 @@ func (x *ExportWriter) Write(r RecordedEvent) error {
 	}
 	b = append(b, '}', '\n')
 	x.line = b
+	if len(b) > ExportLineMax+1 {
+		return fmt.Errorf("export sequence %d: a line of %d bytes exceeds %d: %w", r.Sequence, len(b)-1, ExportLineMax, ErrInvalid)
+	}
 	if _, err := x.w.Write(b); err != nil {
 		return fmt.Errorf("export sequence %d: %w", r.Sequence, err)
 	}
