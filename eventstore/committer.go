@@ -287,9 +287,9 @@ func (c *committer) loop(head Head) {
 	for {
 		// Seal when due, at the start of a fresh batch.
 		// A seal covers the acknowledged head; it is due after SealEvery
-		// events, when the interval elapsed, and on Close, provided events
-		// other than the last seal were acknowledged since.
-		if st.failed == nil && c.cfg.SealKey != nil && st.cur == nil && st.next == nil && st.acked.ChainSeq > st.sealPos &&
+		// events, when the interval elapsed, and on Close, provided some
+		// acknowledged events are not covered yet (unsealed).
+		if st.failed == nil && c.cfg.SealKey != nil && st.cur == nil && st.next == nil && st.unsealed() &&
 			(st.acked.ChainSeq-st.sealedAt >= uint64(c.cfg.SealEvery) || st.sealDue || (reqs == nil && st.inFlightN == 0)) {
 			c.addSeal(st)
 		}
@@ -438,6 +438,18 @@ func (c *committer) remember(st *loopState, agg Aggregate, seq uint64) {
 		clear(st.cache)
 	}
 	st.cache[agg] = seq
+}
+
+// unsealed reports whether acknowledged events are not yet covered by a
+// seal: events after the last seal, or events that were in flight when it
+// was made (it seals the head acknowledged then, so they sit between that
+// head and the seal itself). Sealing a head that is a seal covers them
+// through the hash chain; a seal right after the head it seals needs none.
+func (st *loopState) unsealed() bool {
+	if st.acked.ChainSeq < st.sealPos {
+		return false // the last seal is still in flight
+	}
+	return st.acked.ChainSeq > st.sealPos || st.sealedAt+1 < st.sealPos
 }
 
 // addSeal starts a new batch with a Seal of the last acknowledged head.
