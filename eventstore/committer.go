@@ -152,6 +152,9 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 	if err := cfg.setDefaults(); err != nil {
 		return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
 	}
+	if s.cfg.ReadOnly {
+		return nil, fmt.Errorf("new committer for chain %s: %w", chain, ErrReadOnly)
+	}
 	head, err := s.ChainHead(ctx, chain)
 	if err != nil {
 		return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)

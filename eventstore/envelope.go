@@ -245,8 +245,8 @@ func (s subjects) chain(chain string) string { return s.prefix + "." + chain + "
 // all covers the whole stream.
 func (s subjects) all() string { return s.prefix + ".>" }
 
-// parse splits an event subject into chain and aggregate.
-func (s subjects) parse(subject string) (string, Aggregate, bool) {
+// split splits an event subject into chain and aggregate.
+func (s subjects) split(subject string) (string, Aggregate, bool) {
 	rest, ok := strings.CutPrefix(subject, s.prefix+".")
 	if !ok {
 		return "", Aggregate{}, false
@@ -283,10 +283,24 @@ func (s subjects) encodeMsg(ev *RecordedEvent) *nats.Msg {
 // decode rebuilds a RecordedEvent from a stored message and checks its hash.
 // Any malformed or altered field is an *IntegrityError naming the sequence.
 func (s subjects) decode(subject string, seq uint64, hdr nats.Header, data []byte) (RecordedEvent, error) {
+	ev, err := s.parse(subject, seq, hdr, data)
+	if err != nil {
+		return RecordedEvent{}, err
+	}
+	if got := ComputeHash(&ev); got != ev.Hash {
+		return RecordedEvent{}, &IntegrityError{Sequence: seq, Subject: subject, What: "hash", Expected: ev.Hash.String(), Found: got.String()}
+	}
+	return ev, nil
+}
+
+// parse rebuilds a RecordedEvent from a stored message as stored, its Hash
+// the one of its Tresor-Hash header, without checking it. A malformed field
+// is an *IntegrityError naming the sequence.
+func (s subjects) parse(subject string, seq uint64, hdr nats.Header, data []byte) (RecordedEvent, error) {
 	bad := func(what, want, found string) (RecordedEvent, error) {
 		return RecordedEvent{}, &IntegrityError{Sequence: seq, Subject: subject, What: what, Expected: want, Found: found}
 	}
-	chain, agg, ok := s.parse(subject)
+	chain, agg, ok := s.split(subject)
 	if !ok {
 		return bad("subject", s.prefix+".<chain>.<kind>.<id>", subject)
 	}
@@ -312,13 +326,8 @@ func (s subjects) decode(subject string, seq uint64, hdr nats.Header, data []byt
 	if ev.PrevHash, err = ParseHash(hdr.Get(HeaderPrevHash)); err != nil {
 		return bad("header "+HeaderPrevHash, "64 hex digits", hdr.Get(HeaderPrevHash))
 	}
-	stored, err := ParseHash(hdr.Get(HeaderHash))
-	if err != nil {
+	if ev.Hash, err = ParseHash(hdr.Get(HeaderHash)); err != nil {
 		return bad("header "+HeaderHash, "64 hex digits", hdr.Get(HeaderHash))
-	}
-	ev.Hash = ComputeHash(&ev)
-	if ev.Hash != stored {
-		return bad("hash", stored.String(), ev.Hash.String())
 	}
 	return ev, nil
 }

@@ -57,6 +57,10 @@ var (
 	// whether to reconnect and resume from its last sequence.
 	ErrDisconnected = errors.New("eventstore: connection to NATS lost")
 
+	// ErrReadOnly reports a write through a store opened with
+	// Config.ReadOnly.
+	ErrReadOnly = errors.New("eventstore: read-only store")
+
 	// ErrGap reports a hole in stream sequences while reading: since the
 	// stream denies deletes and purges, a gap means lost data or a bug.
 	ErrGap = errors.New("eventstore: gap in stream sequence")

@@ -53,19 +53,24 @@ func forge(tb testing.TB, store eventstore.Store, ev eventstore.RecordedEvent, p
 	return ack.Sequence
 }
 
+// openStore opens a store on srv, closed at cleanup.
+func openStore(tb testing.TB, srv *eventstore.EmbeddedServer, cfg eventstore.Config) *eventstore.NATSStore {
+	tb.Helper()
+	s, err := srv.Open(eventstoretest.Ctx(tb, 30*time.Second), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
+}
+
 // embeddedBackend runs the suite against one embedded server.
 func embeddedBackend(tb testing.TB) eventstoretest.Backend {
 	dir := tb.TempDir()
 	srv := runEmbedded(tb, dir)
 	return eventstoretest.Backend{
 		Open: func(tb testing.TB, cfg eventstore.Config) eventstore.Store {
-			tb.Helper()
-			s, err := srv.Open(eventstoretest.Ctx(tb, 30*time.Second), cfg)
-			if err != nil {
-				tb.Fatal(err)
-			}
-			tb.Cleanup(func() { s.Close() })
-			return s
+			return openStore(tb, srv, cfg)
 		},
 		Forge: forge,
 		Restart: func(tb testing.TB) {

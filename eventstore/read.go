@@ -10,11 +10,31 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// decodeJS decodes a consumed message, checks its hash and upcasts it.
-func (s *NATSStore) decodeJS(m jetstream.Msg) (RecordedEvent, error) {
+// readSpec says what consume reads and how.
+type readSpec struct {
+	// filter is the subject filter, "" for the whole stream.
+	filter string
+	// from is the first stream sequence (0 means 1).
+	from uint64
+	// contiguous requires stream sequences without gaps (whole-stream reads).
+	contiguous bool
+	// bounded is a catch-up read: a wait past RequestTimeout is an error,
+	// not an idle tail.
+	bounded bool
+	// stored reads events as stored: parsed, neither hash-checked nor
+	// upcast.
+	stored bool
+}
+
+// decodeJS decodes a consumed message; unless stored, it checks its hash
+// and upcasts it.
+func (s *NATSStore) decodeJS(m jetstream.Msg, stored bool) (RecordedEvent, error) {
 	md, err := m.Metadata()
 	if err != nil {
 		return RecordedEvent{}, fmt.Errorf("read message metadata: %w", err)
+	}
+	if stored {
+		return s.subj.parse(m.Subject(), md.Sequence.Stream, m.Headers(), m.Data())
 	}
 	ev, err := s.subj.decode(m.Subject(), md.Sequence.Stream, m.Headers(), m.Data())
 	if err != nil {
@@ -28,16 +48,12 @@ func (s *NATSStore) decodeJS(m jetstream.Msg) (RecordedEvent, error) {
 	return ev, nil
 }
 
-// consume runs an ordered consumer over filter from sequence from and calls
-// fn for each event until stop says so. Each wait for a message is bounded
-// by Config.RequestTimeout: an error for catch-up reads (bounded), a
-// connection check when following the tail. contiguous requires stream
-// sequences without gaps (whole-stream reads).
-func (s *NATSStore) consume(ctx context.Context, filter string, from uint64, contiguous, bounded bool,
-	fn func(RecordedEvent) (stop bool, err error)) error {
-	if from == 0 {
-		from = 1
-	}
+// consume runs an ordered consumer as spec says and calls fn for each event
+// until stop says so. Each wait for a message is bounded by
+// Config.RequestTimeout: an error for catch-up reads (bounded), a
+// connection check when following the tail.
+func (s *NATSStore) consume(ctx context.Context, spec readSpec, fn func(RecordedEvent) (stop bool, err error)) error {
+	from := max(spec.from, 1)
 	cfg := jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:   from,
@@ -45,8 +61,8 @@ func (s *NATSStore) consume(ctx context.Context, filter string, from uint64, con
 		// error instead of an endless silent retry.
 		MaxResetAttempts: 10,
 	}
-	if filter != "" {
-		cfg.FilterSubjects = []string{filter}
+	if spec.filter != "" {
+		cfg.FilterSubjects = []string{spec.filter}
 	}
 	cctx, cancel := s.reqCtx(ctx)
 	cons, err := s.stream.OrderedConsumer(cctx, cfg)
@@ -73,7 +89,7 @@ func (s *NATSStore) consume(ctx context.Context, filter string, from uint64, con
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			if !bounded && errors.Is(err, nats.ErrTimeout) {
+			if !spec.bounded && errors.Is(err, nats.ErrTimeout) {
 				// Following an idle tail: waiting is normal, a connection
 				// that is closed or stays down for a whole wait is not
 				// (a reconnect to another node within it is fine: the
@@ -89,11 +105,11 @@ func (s *NATSStore) consume(ctx context.Context, filter string, from uint64, con
 			}
 			return fmt.Errorf("read %s at sequence %d: %w", s.cfg.Stream, next, err)
 		}
-		ev, err := s.decodeJS(m)
+		ev, err := s.decodeJS(m, spec.stored)
 		if err != nil {
 			return fmt.Errorf("read %s: %w", s.cfg.Stream, err)
 		}
-		if ev.Sequence < next || (contiguous && ev.Sequence != next) {
+		if ev.Sequence < next || (spec.contiguous && ev.Sequence != next) {
 			return fmt.Errorf("read %s: want sequence %d, got %d: %w", s.cfg.Stream, next, ev.Sequence, ErrGap)
 		}
 		next = ev.Sequence + 1
@@ -118,7 +134,7 @@ func (s *NATSStore) LoadAggregate(ctx context.Context, chain string, agg Aggrega
 		return nil, err
 	}
 	var out []RecordedEvent
-	err = s.consume(ctx, subject, 1, false, true, func(ev RecordedEvent) (bool, error) {
+	err = s.consume(ctx, readSpec{filter: subject, bounded: true}, func(ev RecordedEvent) (bool, error) {
 		if len(out) == s.cfg.AggregateEventsMax {
 			return true, fmt.Errorf("aggregate %s holds more than %d events: %w", subject, s.cfg.AggregateEventsMax, ErrInvalid)
 		}
@@ -143,21 +159,48 @@ func (s *NATSStore) ReadFrom(ctx context.Context, from uint64, fn func(RecordedE
 	if last < from {
 		return last, nil
 	}
-	err = s.consume(ctx, "", from, true, true, func(ev RecordedEvent) (bool, error) {
-		if err := fn(ev); err != nil {
-			return true, err
-		}
-		return ev.Sequence >= last, nil
-	})
-	if err != nil {
+	if err := s.readRange(ctx, readSpec{from: from, contiguous: true, bounded: true}, last, fn); err != nil {
 		return 0, err
 	}
 	return last, nil
 }
 
+// readRange reads the whole stream from spec.from to sequence to, both
+// included; the caller knows that to is stored.
+func (s *NATSStore) readRange(ctx context.Context, spec readSpec, to uint64, fn func(RecordedEvent) error) error {
+	return s.consume(ctx, spec, func(ev RecordedEvent) (bool, error) {
+		if err := fn(ev); err != nil {
+			return true, err
+		}
+		return ev.Sequence >= to, nil
+	})
+}
+
+// ReadStored calls fn for every message of the stream from sequence from
+// to sequence to, both included, in order and without gaps, as stored:
+// parsed, but neither hash-checked nor upcast, so that an export carries an
+// altered event as found, for an auditor to report with its sequence. from
+// 0 means 1; from past to reads nothing. It returns ErrInvalid when to is
+// past the stream's last sequence, fn's error, ErrGap, an *IntegrityError
+// for a message whose envelope does not parse, or the read error.
+func (s *NATSStore) ReadStored(ctx context.Context, from, to uint64, fn func(RecordedEvent) error) error {
+	from = max(from, 1)
+	if from > to {
+		return nil
+	}
+	last, err := s.LastSequence(ctx)
+	if err != nil {
+		return err
+	}
+	if to > last {
+		return fmt.Errorf("read %s up to sequence %d: the stream ends at %d: %w", s.cfg.Stream, to, last, ErrInvalid)
+	}
+	return s.readRange(ctx, readSpec{from: from, contiguous: true, bounded: true, stored: true}, to, fn)
+}
+
 // Follow implements Store.
 func (s *NATSStore) Follow(ctx context.Context, from uint64, fn func(RecordedEvent) error) error {
-	return s.consume(ctx, "", from, true, false, func(ev RecordedEvent) (bool, error) {
+	return s.consume(ctx, readSpec{from: from, contiguous: true}, func(ev RecordedEvent) (bool, error) {
 		return false, fn(ev)
 	})
 }

@@ -79,11 +79,13 @@ type Store interface {
 	// chain, nothing written; ErrOutcomeUnknown when the acknowledgement
 	// was lost and the events were not found; ErrInvalid for a malformed
 	// request; *SchemaError for a type the registry does not know;
-	// ErrIntegrity when the chain head fails its hash check.
+	// ErrIntegrity when the chain head fails its hash check; ErrReadOnly
+	// on a store opened read-only, nothing written.
 	Append(ctx context.Context, chain string, req AppendRequest) ([]uint64, error)
 	// NewCommitter starts the group-commit writer of chain, loading its head.
-	// It returns ErrInvalid for a bad chain or configuration, ErrIntegrity
-	// for a tampered head, or the read error.
+	// It returns ErrInvalid for a bad chain or configuration, ErrReadOnly on
+	// a store opened read-only, ErrIntegrity for a tampered head, or the
+	// read error.
 	NewCommitter(ctx context.Context, chain string, cfg CommitterConfig) (Committer, error)
 	// LoadAggregate returns the events of one aggregate in stream order,
 	// upcast by the registry. It returns ErrIntegrity for a tampered event,
@@ -136,6 +138,11 @@ type Config struct {
 	AggregateEventsMax int
 	// Now is the clock for RecordedAt (default time.Now); tests pin it.
 	Now func() time.Time
+	// ReadOnly opens an existing stream only, creating and changing
+	// nothing, and makes every write fail with ErrReadOnly: what exports
+	// and audits use, and all that a regulator's NATS user may do
+	// (docs/export.md lists its permissions).
+	ReadOnly bool
 }
 
 func (c *Config) setDefaults() error {
@@ -143,7 +150,7 @@ func (c *Config) setDefaults() error {
 		c.Stream = "TRESOR"
 	}
 	if c.SubjectPrefix == "" {
-		c.SubjectPrefix = "tresor"
+		c.SubjectPrefix = defaultSubjectPrefix
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
@@ -175,6 +182,9 @@ func (c *Config) setDefaults() error {
 	}
 	return nil
 }
+
+// defaultSubjectPrefix is Config.SubjectPrefix when not set.
+const defaultSubjectPrefix = "tresor"
 
 // NATSStore is the Store on NATS JetStream.
 type NATSStore struct {
@@ -236,6 +246,9 @@ func (s *NATSStore) ensureStream(ctx context.Context) (jetstream.Stream, error) 
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
 	defer cancel()
 	st, err := s.js.Stream(ctx, want.Name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) && s.cfg.ReadOnly {
+		return nil, fmt.Errorf("look up stream %s: not found, and a read-only store creates nothing: %w", want.Name, err)
+	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		st, err = s.js.CreateStream(ctx, want)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
@@ -434,6 +447,9 @@ func (s *NATSStore) Append(ctx context.Context, chain string, req AppendRequest)
 // committer does, while the previous batch commits); nil encodes them here.
 func (s *NATSStore) commitBatch(ctx context.Context, chain string, fence uint64, recs []RecordedEvent, msgs []*nats.Msg) ([]uint64, error) {
 	chainSubj := s.subj.chain(chain)
+	if s.cfg.ReadOnly {
+		return nil, fmt.Errorf("append batch to %s: %w", chainSubj, ErrReadOnly)
+	}
 	if msgs == nil {
 		msgs = make([]*nats.Msg, len(recs))
 		for i := range recs {
