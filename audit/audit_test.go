@@ -1,6 +1,9 @@
 package audit_test
 
 import (
+	"bytes"
+	"crypto/ed25519"
+	"errors"
 	"slices"
 	"testing"
 
@@ -29,48 +32,124 @@ func TestUntouchedStreamAuditsClean(t *testing.T) {
 	}
 }
 
-// Naive tampers edit the stored events without re-hashing them, as someone
+// Naive tampers edit an export's lines without re-hashing, as someone
 // editing an export or the stream's files would: the hash chain catches
 // them at the event touched.
-func TestNaiveTamperBreaksTheHashChain(t *testing.T) {
+func TestNaiveTamperOfAnExportBreaksTheHashChain(t *testing.T) {
 	events := played(t)
 	prize, _ := find[*domain.PrizePaid](t, events, 0, nil)
 	seal := slices.IndexFunc(events, func(ev eventstore.RecordedEvent) bool { return ev.Type == eventstore.SealType })
 	for _, tc := range []struct {
 		name   string
-		tamper func([]eventstore.RecordedEvent) []eventstore.RecordedEvent
+		tamper func(lines [][]byte) [][]byte
 		code   audit.Code
 		seq    uint64
 	}{
-		{"changed amount", func(evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
-			p := slices.Clone(evs[prize].Payload)
-			i := slices.Index(p, '.') // "amount":"X.YZ": the first decimal point is the amount's
-			p[i-1]++
-			evs[prize].Payload = p
-			return evs
+		{"untouched", func(lines [][]byte) [][]byte { return lines }, "", 0},
+		{"changed amount", func(lines [][]byte) [][]byte {
+			i := bytes.Index(lines[prize], []byte(`"amount":"`)) + len(`"amount":"`)
+			lines[prize][i]++
+			return lines
 		}, audit.CodeHashMismatch, events[prize].Sequence},
-		{"deleted event", func(evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
-			return slices.Delete(evs, prize, prize+1)
+		{"deleted event", func(lines [][]byte) [][]byte {
+			return slices.Delete(lines, prize, prize+1)
 		}, audit.CodeChainBroken, events[prize+1].Sequence},
-		{"reordered pair", func(evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
-			evs[prize], evs[prize-1] = evs[prize-1], evs[prize]
-			return evs
+		{"reordered pair", func(lines [][]byte) [][]byte {
+			lines[prize], lines[prize-1] = lines[prize-1], lines[prize]
+			return lines
 		}, audit.CodeChainBroken, events[prize-1].Sequence},
-		{"forged seal", func(evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
-			p := slices.Clone(evs[seal].Payload)
-			p[len(p)-3] ^= 1 // a hex digit of the signature
-			evs[seal].Payload = p
-			return evs
+		{"forged seal", func(lines [][]byte) [][]byte {
+			i := bytes.Index(lines[seal], []byte(`"signature":"`)) + len(`"signature":"`)
+			lines[seal][i] ^= 1 // a hex digit of the signature
+			return lines
 		}, audit.CodeHashMismatch, events[seal].Sequence},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := auditEvents(t, tc.tamper(played(t)))
+			file := bytes.Join(tc.tamper(exportLines(t, played(t))), []byte("\n"))
+			a := newAuditor(t)
+			if _, err := audit.ReadExport(bytes.NewReader(file), a, 1); err != nil {
+				t.Fatal(err)
+			}
+			r := a.Finish()
+			if tc.code == "" {
+				if !r.OK || r.Events != uint64(len(events)) {
+					t.Fatalf("untouched export: %d events, %+v", r.Events, r.Violations)
+				}
+				return
+			}
 			v := wantCode(t, r, tc.code, audit.CodeChainBroken, audit.CodeSequenceGap, audit.CodePlaySequence, audit.CodePrizePayment,
 				audit.CodeBalanceMismatch, audit.CodeBooksUnbalanced, audit.CodeSealInvalid)
 			if v.Sequence != tc.seq {
 				t.Fatalf("first %s at sequence %d, want %d: %+v", tc.code, v.Sequence, tc.seq, r.Violations)
 			}
 		})
+	}
+}
+
+// exportLines writes events as an NDJSON export and returns its lines.
+func exportLines(tb testing.TB, events []eventstore.RecordedEvent) [][]byte {
+	tb.Helper()
+	var buf bytes.Buffer
+	x := eventstore.NewExportWriter(&buf)
+	for _, ev := range events {
+		if err := x.Write(ev); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	if err := x.Flush(); err != nil {
+		tb.Fatal(err)
+	}
+	return bytes.Split(bytes.TrimSuffix(buf.Bytes(), []byte("\n")), []byte("\n"))
+}
+
+// From a seal, the chain is verified from the sealed head on, and what
+// begins after it in full; a seal that does not verify is refused.
+func TestAuditFromASeal(t *testing.T) {
+	events := played(t)
+	var seals []int
+	for i, ev := range events {
+		if ev.Type == eventstore.SealType {
+			seals = append(seals, i)
+		}
+	}
+	if len(seals) < 2 {
+		t.Fatalf("%d seals, want 2 or more", len(seals))
+	}
+	mid := events[seals[0]]
+	file := bytes.Join(exportLines(t, events), []byte("\n"))
+	fromSeal := func(t *testing.T, file []byte, pub ed25519.PublicKey) (*audit.Report, error) {
+		seal, err := audit.ExportSeal(bytes.NewReader(file), mid.Sequence)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, from, err := audit.NewFromSeal(audit.Config{Rules: smallRules(t), PublicKey: pub}, seal)
+		if err != nil {
+			return nil, err
+		}
+		if _, err := audit.ReadExport(bytes.NewReader(file), a, from); err != nil {
+			t.Fatal(err)
+		}
+		return a.Finish(), nil
+	}
+	r, err := fromSeal(t, file, operatorPub)
+	if err != nil || !r.OK || r.FromSeal != mid.Sequence || r.Unanchored == 0 || r.Events >= uint64(len(events)) || r.Seals == 0 {
+		t.Fatalf("from the seal at %d: %v %+v", mid.Sequence, err, r)
+	}
+	// A tamper after the seal is caught; one before it is not looked at.
+	lines := exportLines(t, events)
+	after := slices.IndexFunc(lines[seals[0]:], func(l []byte) bool { return bytes.Contains(l, []byte(`"amount":"`)) })
+	if after < 0 {
+		t.Fatalf("no movement of money after the seal at %d", mid.Sequence)
+	}
+	l := lines[seals[0]+after]
+	l[bytes.Index(l, []byte(`"amount":"`))+len(`"amount":"`)]++
+	r, err = fromSeal(t, bytes.Join(lines, []byte("\n")), operatorPub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantCode(t, r, audit.CodeHashMismatch, audit.CodeChainBroken, audit.CodeMalformedEvent)
+	if _, err := fromSeal(t, file, insiderKey.Public().(ed25519.PublicKey)); !errors.Is(err, eventstore.ErrIntegrity) {
+		t.Fatalf("a seal checked with another key: want ErrIntegrity, got %v", err)
 	}
 }
 

@@ -182,7 +182,7 @@ func auditEvents(tb testing.TB, events []eventstore.RecordedEvent) *audit.Report
 }
 
 // auditStore audits a live stream from its first event.
-func auditStore(tb testing.TB, store eventstore.Store) *audit.Report {
+func auditStore(tb testing.TB, store *eventstore.NATSStore) *audit.Report {
 	tb.Helper()
 	a := newAuditor(tb)
 	if _, err := audit.ReadStore(eventstoretest.Ctx(tb, time.Minute), store, a, 1); err != nil {
