@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -182,47 +183,33 @@ type playRequest struct {
 	Stake string `json:"stake"`
 }
 
-// playJSON is a play as its player sees it: the map and the chests' cells
-// from the start, their contents only as opened or once settled.
-type playJSON struct {
-	PlayID     string                  `json:"play_id"`
-	Player     string                  `json:"player"`
-	Stake      domain.Amount           `json:"stake"`
-	BlockID    string                  `json:"block_id"`
-	Unit       uint32                  `json:"unit"`
-	Map        mapJSON                 `json:"map"`
-	Pawn       domain.Cell             `json:"pawn"`
-	Chests     []projections.ChestView `json:"chests"`
-	Throws     []domain.ThrowResult    `json:"throws"`
-	ThrowsLeft int                     `json:"throws_left"`
-	Status     projections.PlayStatus  `json:"status"`
-	Tier       *domain.Tier            `json:"tier,omitempty"`
-	Prize      *domain.Amount          `json:"prize,omitempty"`
-	Balance    domain.Amount           `json:"balance"`
-	At         time.Time               `json:"at"`
-	Seq        uint64                  `json:"seq"`
-	Proof      *domain.UnitProof       `json:"proof,omitempty"`
-}
-
-// mapJSON is the map's size.
-type mapJSON struct {
-	Rows int `json:"rows"`
-	Cols int `json:"cols"`
-}
-
-func playView(p projections.Play) playJSON {
-	v := playJSON{
-		PlayID: p.ID, Player: p.Player, Stake: p.Stake, BlockID: p.Block, Unit: p.Unit, Status: p.Status,
-		Tier: p.Tier, Prize: p.Prize, Balance: p.BalanceAfter, At: p.At, Seq: p.Seq, Proof: p.Proof,
-		ThrowsLeft: domain.ThrowCount - len(p.Throws), Throws: []domain.ThrowResult{}, Chests: []projections.ChestView{},
-	}
-	if sc := p.Scenario(); sc != nil {
-		v.Map, v.Pawn, v.Chests, v.Throws = mapJSON{sc.Rows, sc.Cols}, sc.Start, sc.Chests, sc.Throws
-		if n := len(sc.Throws); n > 0 {
-			v.Pawn = sc.Throws[n-1].Pawn
+// playViews renders plays with their blocks' commitments, reading each
+// block once (a history page holds plays of a few blocks at most).
+func (s *Server) playViews(ctx context.Context, plays []projections.Play) ([]projections.PlayView, error) {
+	blocks := map[string]*projections.BlockReport{}
+	out := make([]projections.PlayView, 0, len(plays))
+	for _, p := range plays {
+		b := blocks[p.Block]
+		if b == nil {
+			r, err := s.cfg.Store.Block(ctx, p.Block)
+			if err != nil {
+				return nil, fmt.Errorf("block %s of play %s: %w", p.Block, p.ID, err)
+			}
+			b = &r
+			blocks[p.Block] = b
 		}
+		out = append(out, p.View(*b))
 	}
-	return v
+	return out, nil
+}
+
+// onePlay answers with one play.
+func (s *Server) onePlay(ctx context.Context, status int, p projections.Play) (int, any, error) {
+	v, err := s.playViews(ctx, []projections.Play{p})
+	if err != nil {
+		return 0, nil, err
+	}
+	return status, v[0], nil
 }
 
 // findPlay reads a play of a player's history by id, paging back a bounded
@@ -284,7 +271,7 @@ func (s *Server) play(r *http.Request, _ *Claims) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return status, playView(pl), nil
+	return s.onePlay(r.Context(), status, pl)
 }
 
 // throwJSON is one throw's answer.
@@ -353,8 +340,8 @@ func decodeEmpty(r *http.Request) error {
 
 // historyJSON is a page of history.
 type historyJSON struct {
-	Plays []playJSON `json:"plays"`
-	Next  string     `json:"next,omitempty"`
+	Plays []projections.PlayView `json:"plays"`
+	Next  string                 `json:"next,omitempty"`
 }
 
 func (s *Server) history(r *http.Request, _ *Claims) (int, any, error) {
@@ -380,11 +367,11 @@ func (s *Server) history(r *http.Request, _ *Claims) (int, any, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("history of %s: %w", p, err)
 	}
-	out := historyJSON{Plays: make([]playJSON, 0, len(page.Plays)), Next: page.Next}
-	for _, pl := range page.Plays {
-		out.Plays = append(out.Plays, playView(pl))
+	plays, err := s.playViews(r.Context(), page.Plays)
+	if err != nil {
+		return 0, nil, err
 	}
-	return http.StatusOK, out, nil
+	return http.StatusOK, historyJSON{Plays: plays, Next: page.Next}, nil
 }
 
 // validCursor bounds a history cursor to plain printable ASCII.
@@ -421,7 +408,7 @@ func (s *Server) lastPlay(r *http.Request, _ *Claims) (int, any, error) {
 	if err != nil {
 		return 0, nil, fmt.Errorf("last play of %s: %w", p, err)
 	}
-	return http.StatusOK, playView(pl), nil
+	return s.onePlay(r.Context(), http.StatusOK, pl)
 }
 
 func (s *Server) getPlay(r *http.Request, _ *Claims) (int, any, error) {
@@ -440,7 +427,7 @@ func (s *Server) getPlay(r *http.Request, _ *Claims) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	return http.StatusOK, playView(pl), nil
+	return s.onePlay(r.Context(), http.StatusOK, pl)
 }
 
 // blocksJSON is a page of block reports.

@@ -286,7 +286,7 @@ func testPlayerLife(t *testing.T, args ...string) {
 	s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
 	s.problem(409, "conflict", call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
 
-	metrics := s.getText("/metrics")
+	metrics := s.getText("/metrics", "")
 	for _, m := range []string{"tresor_http_requests_total", "tresor_append_seconds", "tresor_projection_lag_events"} {
 		if !strings.Contains(metrics, m) {
 			t.Errorf("/metrics lacks %s", m)
@@ -301,15 +301,26 @@ func testPlayerLife(t *testing.T, args ...string) {
 	s.stop()
 }
 
-// getText returns a GET's body.
-func (s *server) getText(path string) string {
+// getText returns a GET's body as is, with token ("" for none); it fails
+// unless the status is 200.
+func (s *server) getText(path, token string) string {
 	s.tb.Helper()
-	resp, err := http.Get(s.url + path)
+	req, err := http.NewRequest(http.MethodGet, s.url+path, nil)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		s.tb.Fatal(err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if resp.StatusCode != http.StatusOK {
+		s.tb.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	}
 	return string(b)
 }
 

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"bufio"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fdj/tresor/audit"
+	"github.com/fdj/tresor/domain"
+	"github.com/spf13/cobra"
+)
+
+// errPlayInvalid is verify-play's exit status 1: the play was read and a
+// check failed. The verdict says which.
+var errPlayInvalid = errors.New("play invalid")
+
+func init() {
+	var file, rootText, seedText, rulesFile string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "verify-play --file play.json",
+		Short: "Check one play offline: its unit's proof, scenario, throws, tier and prize",
+		Long: "verify-play checks a play as the history API serves it (GET /v1/players/{player}/plays/{play},\n" +
+			"or a history page, whose every play is checked) without Tresor's servers: the unit's inclusion\n" +
+			"proof against its block's root, the scenario derived from the unit against its tier, the map and\n" +
+			"throws shown against that scenario, and the prize against the rules. The root in the document is\n" +
+			"the operator's claim: give the root published in BlockOpened with --root to check it\n" +
+			"independently; for a closed block, the seed (--seed, or block_seed in the document) rebuilds the\n" +
+			"deck. Exit status: 0 valid, 1 invalid, 2 bad flags or unreadable file. See docs/verify-play.md.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rules, err := loadRules(rulesFile)
+			if err != nil {
+				return err
+			}
+			opt := audit.VerifyPlayOptions{Rules: rules}
+			if rootText != "" {
+				var root [32]byte
+				if len(rootText) != hex.EncodedLen(len(root)) {
+					return usagef("--root: want the block's Merkle root as %d hex digits, got %d characters", hex.EncodedLen(len(root)), len(rootText))
+				}
+				if _, err := hex.Decode(root[:], []byte(rootText)); err != nil {
+					return usagef("--root: want the block's Merkle root as 64 hex digits")
+				}
+				opt.Root = &root
+			}
+			if seedText != "" {
+				seed, err := domain.ParseSeed(seedText)
+				if err != nil {
+					return usagef("--seed: %v", err)
+				}
+				opt.Seed = &seed
+			}
+			data, err := readPlayFile(cmd, file)
+			if err != nil {
+				return err
+			}
+			docs, err := audit.ReadPlays(data)
+			if err != nil {
+				return usagef("%s: %v", file, err)
+			}
+			out := struct {
+				Valid bool                `json:"valid"`
+				Plays []audit.PlayVerdict `json:"plays"`
+			}{Valid: true}
+			for _, doc := range docs {
+				v := audit.VerifyPlay(doc, opt)
+				out.Valid = out.Valid && v.Valid
+				out.Plays = append(out.Plays, v)
+			}
+			if asJSON {
+				err = writeJSON(cmd.OutOrStdout(), out)
+			} else {
+				err = printVerdicts(cmd.OutOrStdout(), out.Plays)
+			}
+			if err != nil {
+				return fmt.Errorf("write verdict: %w", err)
+			}
+			if !out.Valid {
+				return errPlayInvalid
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "", "the play as the history API serves it, or a history page (- for stdin)")
+	cmd.Flags().StringVar(&rootText, "root", "", "the block's Merkle root as published in BlockOpened (64 hex digits)")
+	cmd.Flags().StringVar(&seedText, "seed", "", "the block's seed as revealed by BlockClosed (64 hex digits)")
+	cmd.Flags().StringVar(&rulesFile, "rules", "", "rule set file (default: the embedded rule set in force)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdict as one JSON object")
+	cmd.MarkFlagRequired("file")
+	rootCmd.AddCommand(cmd)
+}
+
+// readPlayFile reads the play document, at most audit.PlayMaxBytes
+// (one more byte, so that ReadPlays refuses an oversized file).
+func readPlayFile(cmd *cobra.Command, file string) ([]byte, error) {
+	r := cmd.InOrStdin()
+	if file != "-" {
+		f, err := os.Open(file)
+		if err != nil {
+			return nil, usagef("read play: %v", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, audit.PlayMaxBytes+1))
+	if err != nil {
+		return nil, usagef("read play %s: %v", file, err)
+	}
+	return data, nil
+}
+
+// printVerdicts writes one block of lines per play: the verdict, where the
+// root and seed came from, and each check.
+func printVerdicts(out io.Writer, verdicts []audit.PlayVerdict) error {
+	w := bufio.NewWriter(out)
+	invalid := 0
+	for i, v := range verdicts {
+		verdict := "VALID"
+		if !v.Valid {
+			verdict, invalid = "INVALID", invalid+1
+		}
+		if i > 0 {
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintf(w, "play %s: %s\n", v.PlayID, verdict)
+		switch v.RootSource {
+		case audit.SourceIndependent:
+			fmt.Fprintf(w, "  root %s: the published root given with --root (independent)\n", v.Root)
+		case audit.SourceDocument:
+			fmt.Fprintf(w, "  root %s: the document's own claim, NOT checked against an independent value (give --root)\n", v.Root)
+		default:
+			fmt.Fprintln(w, "  root: none")
+		}
+		switch v.SeedSource {
+		case audit.SourceIndependent:
+			fmt.Fprintln(w, "  seed: given with --seed (independent)")
+		case audit.SourceDocument:
+			fmt.Fprintln(w, "  seed: the document's block_seed")
+		default:
+			fmt.Fprintln(w, "  seed: none (the block is not closed; the deck is not checked)")
+		}
+		for _, c := range v.Checks {
+			fmt.Fprintf(w, "  %-4s  %-15s  %s\n", c.Status, c.Name, c.Detail)
+		}
+	}
+	if len(verdicts) > 1 {
+		fmt.Fprintf(w, "\n%d plays: %d valid, %d invalid\n", len(verdicts), len(verdicts)-invalid, invalid)
+	}
+	return w.Flush()
+}
