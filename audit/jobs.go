@@ -100,13 +100,6 @@ func checkScenario(a *Auditor, j *job) {
 	}
 }
 
-func throwText(r domain.ThrowResult) string {
-	if r.Chest == domain.NoChest {
-		return fmt.Sprintf("%s %d to %s, no chest", r.Direction, r.Steps, r.Pawn)
-	}
-	return fmt.Sprintf("%s %d to %s, chest %d %s", r.Direction, r.Steps, r.Pawn, r.Chest, r.Symbol)
-}
-
 // checkReveal rebuilds a closed block's deck from its revealed seed: the
 // seed must hash to the committed seed hash, the deck must have the
 // committed root, and every sold unit the tier and salt it was sold with.

@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
@@ -41,4 +42,25 @@ func (a *Auditor) flushReadModels() {
 			Expected: "events the read models can apply", Found: err.Error()})
 	}
 	rm.batch = rm.batch[:0]
+}
+
+// CompareReadModels compares the read models the replay derived
+// (Config.ReadModels) with the operator's, row by row, after Finish: each
+// difference is a projection_mismatch violation, at most max of them. The
+// operator's store must be at the same stream position as the audit. It
+// returns the report with the differences added, or an error when the
+// stores could not be read.
+func (a *Auditor) CompareReadModels(ctx context.Context, got projections.Store, max int) (*Report, error) {
+	if a.cfg.ReadModels == nil || !a.done {
+		return nil, fmt.Errorf("audit: compare read models after Finish, with Config.ReadModels set")
+	}
+	diffs, err := projections.Diff(ctx, a.cfg.ReadModels, got, max)
+	if err != nil {
+		return nil, fmt.Errorf("audit: compare read models: %w", err)
+	}
+	for _, d := range diffs {
+		a.vs.add(Violation{Code: CodeProjectionMismatch, Subject: d.Model + " " + d.Key + " " + d.Field, Expected: d.Want, Found: d.Got})
+	}
+	a.compared = true
+	return a.report(), nil
 }
