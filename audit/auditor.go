@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fdj/tresor/domain"
@@ -69,6 +70,8 @@ type Auditor struct {
 
 	rm       readModels
 	compared bool
+	// checked counts the events checked so far, for progress reports.
+	checked atomic.Uint64
 }
 
 // worker is a unit of parallel work: a batch to decode or pure checks.
@@ -264,12 +267,17 @@ func (a *Auditor) sequential() {
 		for i := range b.events {
 			a.st.apply(&b.events[i], &b.decoded[i])
 		}
+		a.checked.Add(uint64(len(b.events)))
 	}
 	a.st.flushJobs()
 	if a.cfg.ReadModels != nil {
 		a.flushReadModels()
 	}
 }
+
+// Checked returns how many events were checked so far; safe to call from
+// any goroutine, for progress reports.
+func (a *Auditor) Checked() uint64 { return a.checked.Load() }
 
 // Finish waits for every check of the events fed, runs the checks of the
 // stream as a whole and returns the report. The auditor is unusable

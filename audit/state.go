@@ -137,11 +137,11 @@ func (s *state) apply(ev *eventstore.RecordedEvent, d *decoded) {
 	if d.bad != nil {
 		s.a.vs.add(*d.bad)
 	}
-	if d.event == nil {
-		return
-	}
 	if s.a.cfg.ReadModels != nil {
 		s.a.feedReadModels(ev, d.event)
+	}
+	if d.event == nil {
+		return
 	}
 	seq := ev.Sequence
 	switch e := d.event.(type) {
