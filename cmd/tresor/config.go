@@ -61,11 +61,19 @@ func envOr(flag, def string) string {
 	return def
 }
 
-// bindStoreFlags adds the flags that say where the stream lives.
-func bindStoreFlags(cmd *cobra.Command, c *Config) {
+// bindStreamFlags adds the flags that say where the stream lives: all that
+// a reader of the stream needs.
+func bindStreamFlags(cmd *cobra.Command, c *Config) {
 	f := cmd.Flags()
 	f.StringVar(&c.Data, "data", envOr("data", "./tresor-data"), "data directory of the embedded server and its keys ($TRESOR_DATA)")
 	f.StringVar(&c.NATSURL, "nats", envOr("nats", ""), "URL of an external NATS cluster instead of the embedded server ($TRESOR_NATS_URL)")
+}
+
+// bindStoreFlags adds the flags that say where the stream lives and how a
+// writer runs on it.
+func bindStoreFlags(cmd *cobra.Command, c *Config) {
+	bindStreamFlags(cmd, c)
+	f := cmd.Flags()
 	f.StringVar(&c.MasterKeyFile, "master-key-file", envOr("master-key-file", ""), "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
 	f.StringVar(&c.SealKeyFile, "seal-key-file", envOr("seal-key-file", ""), "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
 	f.IntVar(&c.Replicas, "replicas", 1, "stream replicas: 1 embedded, 3 in a cluster ($TRESOR_REPLICAS)")

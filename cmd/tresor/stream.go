@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 
 	"github.com/fdj/tresor/domain"
@@ -28,10 +29,30 @@ func openStream(ctx context.Context, cfg *Config) (*stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	scfg := eventstore.Config{Registry: reg, Replicas: cfg.Replicas}
+	return connectStream(ctx, cfg, eventstore.Config{Registry: reg, Replicas: cfg.Replicas})
+}
+
+// openStreamReadOnly opens an existing stream to read it as stored (no
+// registry: raw events, whose hashes verify), creating and writing
+// nothing: in embedded mode, only a data directory that already holds
+// JetStream files is opened. opts go to an external connection (a
+// regulator's inbox prefix).
+func openStreamReadOnly(ctx context.Context, cfg *Config, opts ...nats.Option) (*stream, error) {
+	if cfg.NATSURL == "" {
+		if _, err := os.Stat(filepath.Join(cfg.Data, "jetstream")); err != nil {
+			return nil, fmt.Errorf("no Tresor stream in data directory %s: %w", cfg.Data, err)
+		}
+	}
+	return connectStream(ctx, cfg, eventstore.Config{ReadOnly: true}, opts...)
+}
+
+// connectStream opens the store with scfg on cfg.NATSURL or on the
+// embedded server of cfg.Data.
+func connectStream(ctx context.Context, cfg *Config, scfg eventstore.Config, opts ...nats.Option) (*stream, error) {
 	s := &stream{replicas: cfg.Replicas}
+	var err error
 	if cfg.NATSURL != "" {
-		s.store, err = eventstore.Connect(ctx, cfg.NATSURL, scfg)
+		s.store, err = eventstore.Connect(ctx, cfg.NATSURL, scfg, opts...)
 		if err != nil {
 			return nil, err
 		}
