@@ -1,0 +1,139 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/settlement"
+)
+
+// auditJSON is the part of audit's --json report the tests read.
+type auditJSON struct {
+	OK              bool           `json:"ok"`
+	Plays           int            `json:"plays"`
+	Events          int            `json:"events"`
+	ViolationCounts map[string]int `json:"violation_counts"`
+	Violations      []struct {
+		Sequence uint64 `json:"sequence"`
+		Code     string `json:"code"`
+		Expected string `json:"expected"`
+		Found    string `json:"found"`
+	} `json:"violations"`
+	Source string `json:"source"`
+}
+
+func auditReport(t *testing.T, wantExit int, args ...string) auditJSON {
+	t.Helper()
+	stdout, stderr, code := run(t, append([]string{"audit", "--json", "--quiet"}, args...)...)
+	if code != wantExit {
+		t.Fatalf("audit %v: exit %d, want %d: %s", args, code, wantExit, stderr)
+	}
+	var r auditJSON
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("audit %v: %v in %q", args, err, stdout)
+	}
+	return r
+}
+
+func TestAuditCommand(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := run(t, "simulate", "--data", dir, "--price", "1", "--plays", "20", "--players", "2", "--quiet"); code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, stderr)
+	}
+	// The regulator's way: the operator's public key in hex.
+	seed := mustRead(t, filepath.Join(dir, "keys", "seal.ed25519"))
+	pub := hex.EncodeToString(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey))
+	if r := auditReport(t, 0, "--data", dir, "--public-key", pub); !r.OK || r.Plays != 20 || r.Source != "data "+dir {
+		t.Fatalf("clean stream: %+v", r)
+	}
+
+	// The same stream through an export: clean, then caught once a byte of
+	// it is edited.
+	file := filepath.Join(t.TempDir(), "stream.ndjson")
+	if _, stderr, code := run(t, "export", "--data", dir, "--out", file); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	if r := auditReport(t, 0, "--file", file, "--public-key", pub); !r.OK || r.Plays != 20 || r.Source != "file "+file {
+		t.Fatalf("clean export: %+v", r)
+	}
+	b := mustRead(t, file)
+	i := strings.Index(string(b), `"balance_after":"`) + len(`"balance_after":"`)
+	b[i]++
+	if err := os.WriteFile(file, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := auditReport(t, 1, "--file", file, "--public-key", pub); r.ViolationCounts["hash_mismatch"] != 1 {
+		t.Fatalf("edited export: %+v", r)
+	}
+
+	// An insider appends to a copy of the stream without the operator's
+	// key: the committer seals with the insider's.
+	forged := t.TempDir()
+	if err := os.CopyFS(forged, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	appendWithKey(t, forged, ed25519.NewKeyFromSeed([]byte("insider-seal-key-not-the-real-1!")))
+	r := auditReport(t, 1, "--data", forged, "--public-key", pub)
+	if r.OK || r.ViolationCounts["seal_invalid"] == 0 || r.Violations[0].Code != "seal_invalid" {
+		t.Fatalf("forged seal: %+v", r)
+	}
+	// The human form names the violation too.
+	stdout, _, code := run(t, "audit", "--data", forged, "--quiet")
+	if code != 1 || !strings.Contains(stdout, "seal_invalid") {
+		t.Fatalf("exit %d: %s", code, stdout)
+	}
+
+	for _, args := range [][]string{
+		{"--data", dir, "--file", "export.ndjson"},
+		{"--nats", "nats://127.0.0.1:1"},
+		{"--data", dir, "--public-key", "abcd"},
+		{"--data", dir, "--max-violations", "0"},
+		{"--data", dir, "--from-seal", "1"},
+	} {
+		if _, stderr, code := run(t, append([]string{"audit", "--quiet"}, args...)...); code != 2 || !strings.HasPrefix(stderr, "tresor: ") {
+			t.Errorf("audit %v: exit %d, %q; want 2", args, code, stderr)
+		}
+	}
+}
+
+// appendWithKey appends one event to the stream of a data directory
+// through a committer sealing with key.
+func appendWithKey(t *testing.T, dir string, key ed25519.PrivateKey) {
+	t.Helper()
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: filepath.Join(dir, "jetstream")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	store, err := eventstore.Open(ctx, nc, eventstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := store.NewCommitter(ctx, settlement.Chain, eventstore.CommitterConfig{SealKey: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := eventstore.Event{Type: "AccountOpened", SchemaVersion: 1, Aggregate: eventstore.Aggregate{Kind: "player", ID: "mallory"},
+		Payload: []byte(`{"player":"mallory"}`)}
+	if res := <-c.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{ev}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
