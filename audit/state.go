@@ -209,22 +209,23 @@ func (s *state) account(seq uint64, player string, delta, after domain.Amount) *
 // balance) and checks the balance the event records after itself.
 func (s *state) money(seq uint64, e domain.Event, player string, delta, after domain.Amount) {
 	a := s.account(seq, player, delta, after)
-	amount := delta
-	if amount < 0 {
-		amount = -amount
+	var amount domain.Amount
+	switch e := e.(type) {
+	case *domain.FundsDeposited:
+		amount = e.Amount
+		a.deposits += e.Amount
+	case *domain.FundsWithdrawn:
+		amount = e.Amount
+		a.withdrawals += e.Amount
+	case *domain.StakePlaced:
+		amount = e.Stake
+		a.stakes += e.Stake
+	case *domain.PrizePaid:
+		amount = e.Amount
+		a.prizes += e.Amount
 	}
 	if amount <= 0 {
 		s.bad(seq, CodeInvalidAmount, "player "+player, "an amount above 0", amount)
-	}
-	switch e := e.(type) {
-	case *domain.FundsDeposited:
-		a.deposits += e.Amount
-	case *domain.FundsWithdrawn:
-		a.withdrawals += e.Amount
-	case *domain.StakePlaced:
-		a.stakes += e.Stake
-	case *domain.PrizePaid:
-		a.prizes += e.Amount
 	}
 	if err := s.books.Apply(e); err != nil {
 		got := s.books.Balances[domain.PlayerAccount(player)]
