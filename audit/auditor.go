@@ -242,9 +242,12 @@ func decode(ev *eventstore.RecordedEvent) decoded {
 	if uint32(v) != ev.SchemaVersion {
 		return bad(fmt.Sprintf("schema version %d", v), fmt.Sprint(ev.SchemaVersion))
 	}
-	e, err := domain.DecodeEvent(ev.Type, ev.Payload)
-	if err != nil {
-		return bad("a payload of its type", err.Error())
+	e, ok := fastDecode(ev.Type, ev.Payload)
+	if !ok {
+		var err error
+		if e, err = domain.DecodeEvent(ev.Type, ev.Payload); err != nil {
+			return bad("a payload of its type", err.Error())
+		}
 	}
 	if agg := e.AggregateID(); !sameAggregate(agg, ev.Aggregate) {
 		return bad("aggregate "+agg, ev.Aggregate.String())
