@@ -165,10 +165,12 @@ type batch struct {
 	done   chan struct{}
 }
 
-// decoded is an event's domain payload, or why it could not be read.
+// decoded is an event's domain payload, or why it could not be read, and
+// its hash computed from its bytes.
 type decoded struct {
 	event domain.Event
 	bad   *Violation
+	hash  eventstore.Hash
 }
 
 func newBatch() *batch {
@@ -221,6 +223,7 @@ func (b *batch) run(*Auditor) {
 			continue
 		}
 		b.decoded[i] = decode(&b.events[i])
+		b.decoded[i].hash = eventstore.ComputeHash(&b.events[i])
 	}
 	close(b.done)
 }

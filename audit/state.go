@@ -127,7 +127,7 @@ func (s *state) apply(ev *eventstore.RecordedEvent, d *decoded) {
 		return
 	}
 	s.events++
-	if err := s.a.verifier.Check(*ev); err != nil {
+	if err := s.a.verifier.CheckComputed(*ev, d.hash); err != nil {
 		if v, ok := fromIntegrity(err); ok {
 			s.a.vs.add(v)
 		} else {

@@ -169,7 +169,7 @@ func StartAt(seal RecordedEvent, pub ed25519.PublicKey) (*Verifier, uint64, erro
 // returns the stream sequence of the sealed head. It returns an
 // *IntegrityError for a bad seal.
 func (v *Verifier) Anchor(seal RecordedEvent) (uint64, error) {
-	if err := v.checkHash(&seal); err != nil {
+	if err := hashMismatch(&seal, ComputeHash(&seal)); err != nil {
 		return 0, err
 	}
 	s, err := ParseSeal(&seal, v.pub)
@@ -184,10 +184,11 @@ func (v *Verifier) Anchor(seal RecordedEvent) (uint64, error) {
 // Stats reports what was checked so far.
 func (v *Verifier) Stats() VerifyStats { return v.stats }
 
-func (v *Verifier) checkHash(ev *RecordedEvent) error {
-	if got := ComputeHash(ev); got != ev.Hash {
+// hashMismatch reports an event whose stated hash is not the one computed.
+func hashMismatch(ev *RecordedEvent, computed Hash) error {
+	if computed != ev.Hash {
 		return &IntegrityError{Sequence: ev.Sequence, Subject: ev.Chain + "." + ev.Aggregate.String(), What: "hash",
-			Expected: ev.Hash.String(), Found: got.String()}
+			Expected: ev.Hash.String(), Found: computed.String()}
 	}
 	return nil
 }
@@ -200,7 +201,14 @@ func (v *Verifier) checkHash(ev *RecordedEvent) error {
 // auditor feeding a whole stream hears of one altered event once or twice,
 // not again at every later event of its chain.
 func (v *Verifier) Check(ev RecordedEvent) error {
-	cs, err := v.check(&ev)
+	return v.CheckComputed(ev, ComputeHash(&ev))
+}
+
+// CheckComputed is Check for an event whose hash the caller computed
+// already (ComputeHash(&ev)): an auditor hashes events on every core and
+// links them in order on one.
+func (v *Verifier) CheckComputed(ev RecordedEvent, computed Hash) error {
+	cs, err := v.check(&ev, computed)
 	if cs != nil {
 		v.record(cs, &ev)
 	}
@@ -209,12 +217,12 @@ func (v *Verifier) Check(ev RecordedEvent) error {
 
 // check returns the first violation of ev and the state of its chain when
 // ev moves that chain's head (nil for a skipped event).
-func (v *Verifier) check(ev *RecordedEvent) (*chainState, error) {
+func (v *Verifier) check(ev *RecordedEvent, computed Hash) (*chainState, error) {
 	bad := func(what string, want, found any) error {
 		return &IntegrityError{Sequence: ev.Sequence, Subject: ev.Chain + "." + ev.Aggregate.String(), What: what,
 			Expected: fmt.Sprint(want), Found: fmt.Sprint(found)}
 	}
-	hashErr := v.checkHash(ev)
+	hashErr := hashMismatch(ev, computed)
 	cs := v.chains[ev.Chain]
 	switch {
 	case cs == nil && !v.fromStart:
