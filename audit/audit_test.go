@@ -189,6 +189,12 @@ func TestInsiderTamperIsCaughtBySemanticChecks(t *testing.T) {
 			i, _ := find[*domain.ThrowMade](t, evs, 0, func(m *domain.ThrowMade) bool { return m.Throw == 2 })
 			return slices.Delete(evs, i, i+1)
 		}, audit.CodePlaySequence, nil},
+		{"deleted settlement", func(t *testing.T, evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
+			// A settlement in the block still on sale: the play stays
+			// four throws in, unsettled (and unpaid, if it won).
+			i, _ := find[*domain.PlaySettled](t, evs, 0, func(s *domain.PlaySettled) bool { return s.Block == "E0001-B002" })
+			return slices.Delete(evs, i, i+1)
+		}, audit.CodePlaySequence, []audit.Code{audit.CodePrizePayment}},
 		{"reordered pair", func(t *testing.T, evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
 			i, m := find[*domain.ThrowMade](t, evs, 0, func(m *domain.ThrowMade) bool { return m.Throw == 2 })
 			j, _ := find[*domain.ThrowMade](t, evs, 0, func(n *domain.ThrowMade) bool { return n.Play == m.Play && n.Throw == 3 })

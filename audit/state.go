@@ -379,14 +379,16 @@ func (s *state) checkArticle3(seq uint64, b *block) {
 }
 
 // checkUnitsDone reports the plays of a block left incomplete where the
-// write side commits atomically: a stake without its unit, a winning
-// settlement without its payment.
+// write side commits atomically: a stake without its unit, a fourth throw
+// without its settlement, a winning settlement without its payment.
 func (s *state) checkUnitsDone(b *block) {
 	for i := range b.units {
 		u := &b.units[i]
 		switch {
 		case u.status == unitStaked:
 			s.bad(s.lastSeq, CodePlaySequence, "play "+domain.PlayID(b.id, uint32(i)), "UnitAssigned with its StakePlaced", "none")
+		case u.status == unitAssigned && u.throws >= domain.ThrowCount:
+			s.bad(s.lastSeq, CodePlaySequence, "play "+domain.PlayID(b.id, uint32(i)), "PlaySettled with the fourth throw", "none")
 		case u.status == unitSettled && u.prize > 0:
 			s.bad(s.lastSeq, CodePrizePayment, "play "+domain.PlayID(b.id, uint32(i)), "PrizePaid "+u.prize.String(), "none")
 		}
