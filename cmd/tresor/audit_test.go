@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/settlement"
+	"github.com/jackc/pgx/v5"
 )
 
 // auditJSON is the part of audit's --json report the tests read.
@@ -135,5 +137,39 @@ func appendWithKey(t *testing.T, dir string, key ed25519.PrivateKey) {
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestAuditComparesThePostgreSQLReadModels(t *testing.T) {
+	dir, db := t.TempDir(), freshDatabase(t)
+	for _, args := range [][]string{
+		{"simulate", "--data", dir, "--price", "2", "--plays", "12", "--players", "2", "--quiet"},
+		{"projections", "rebuild", "--data", dir, "--database-url", db},
+	} {
+		if _, stderr, code := run(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, stderr)
+		}
+	}
+	if r := auditReport(t, 0, "--data", dir, "--database-url", db); !r.OK || r.Plays != 12 {
+		t.Fatalf("read models as projected: %+v", r)
+	}
+	// when a prize is edited in PostgreSQL
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	var schema string
+	if err := conn.QueryRow(ctx, `SELECT schema_name FROM tresor_projections.generations WHERE state = 'current'`).Scan(&schema); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, fmt.Sprintf(`UPDATE %s.plays SET prize = prize + 100`, pgx.Identifier{schema}.Sanitize())); err != nil {
+		t.Fatal(err)
+	}
+	r := auditReport(t, 1, "--data", dir, "--database-url", db)
+	if r.ViolationCounts["projection_mismatch"] == 0 || len(r.ViolationCounts) != 1 {
+		t.Fatalf("edited prizes: %+v", r)
 	}
 }
