@@ -4,12 +4,17 @@ import (
 	"bytes"
 	"crypto/ed25519"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fdj/tresor/audit"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/settlement"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func TestUntouchedStreamAuditsClean(t *testing.T) {
@@ -255,5 +260,37 @@ func TestInsiderWithoutTheOperatorKeyForgesSeals(t *testing.T) {
 	v := wantCode(t, r, audit.CodeSealInvalid)
 	if r.Seals != 0 || v.Expected != eventstore.KeyID(operatorPub) {
 		t.Fatalf("seals verified %d, violations %v, first %+v", r.Seals, r.ViolationCounts, v)
+	}
+}
+
+// Messages published into a live stream behind Tresor's back: one without
+// the envelope's headers, which the store cannot even parse, and a copy of
+// an event with another payload. The audit reports both and reads on.
+func TestForgedMessagesInALiveStreamAreReported(t *testing.T) {
+	events := played(t)
+	store := rewrite(t, events, operatorKey)
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	i, prize := find[*domain.PrizePaid](t, events, 0, nil)
+	copied := events[i]
+	for _, m := range []*nats.Msg{
+		{Subject: store.Subject(settlement.Chain, eventstore.Aggregate{Kind: "player", ID: prize.Player}), Data: []byte(`{}`)},
+		{Subject: store.Subject(copied.Chain, copied.Aggregate), Header: nats.Header{
+			eventstore.HeaderID: {copied.ID + "-forged"}, eventstore.HeaderType: {copied.Type}, eventstore.HeaderSchema: {"1"},
+			eventstore.HeaderChainSeq: {fmt.Sprint(copied.ChainSeq)}, eventstore.HeaderRecordedAt: {copied.RecordedAt.Format(time.RFC3339Nano)},
+			eventstore.HeaderPrevHash: {copied.PrevHash.String()}, eventstore.HeaderHash: {copied.Hash.String()},
+		}, Data: bytes.Replace(copied.Payload, []byte(`"amount":"`), []byte(`"amount":"9`), 1)},
+	} {
+		if _, err := js.PublishMsg(ctx(t), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := auditStore(t, store)
+	wantCode(t, r, audit.CodeMalformedEvent, audit.CodeHashMismatch, audit.CodeChainBroken, audit.CodeBalanceMismatch,
+		audit.CodePrizePayment, audit.CodeBooksUnbalanced, audit.CodeBlockState)
+	if r.ViolationCounts[audit.CodeHashMismatch] != 1 || r.LastSequence != r.Events+1 {
+		t.Fatalf("counts %v, %d events up to %d", r.ViolationCounts, r.Events, r.LastSequence)
 	}
 }

@@ -449,6 +449,10 @@ func (s *state) play(seq uint64, play string) (*block, *unit) {
 		s.unchecked++
 		return nil, nil
 	}
+	if b != nil && b.state == blockClosed {
+		s.bad(seq, CodeBlockState, "play "+play, "events of a play before its block closes", "block "+b.id+" closed")
+		return nil, nil
+	}
 	if b == nil || int64(n) >= int64(len(b.units)) || b.units[n].status == unitMissing {
 		s.bad(seq, CodePlaySequence, "play "+play, "a staked play", "no StakePlaced")
 		return nil, nil
