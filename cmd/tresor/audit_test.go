@@ -29,7 +29,8 @@ type auditJSON struct {
 		Expected string `json:"expected"`
 		Found    string `json:"found"`
 	} `json:"violations"`
-	Source string `json:"source"`
+	Source   string `json:"source"`
+	FromSeal uint64 `json:"from_seal"`
 }
 
 func auditReport(t *testing.T, wantExit int, args ...string) auditJSON {
@@ -65,6 +66,13 @@ func TestAuditCommand(t *testing.T) {
 	}
 	if r := auditReport(t, 0, "--file", file, "--public-key", pub); !r.OK || r.Plays != 20 || r.Source != "file "+file {
 		t.Fatalf("clean export: %+v", r)
+	}
+	// From the first seal, of the stream and of the export.
+	seal := firstSeal(t, file)
+	for _, source := range [][]string{{"--data", dir}, {"--file", file}} {
+		if r := auditReport(t, 0, append(source, "--public-key", pub, "--from-seal", fmt.Sprint(seal))...); !r.OK || r.FromSeal != seal || r.Events == 0 {
+			t.Fatalf("%v from the seal at %d: %+v", source, seal, r)
+		}
 	}
 	b := mustRead(t, file)
 	i := strings.Index(string(b), `"balance_after":"`) + len(`"balance_after":"`)
@@ -172,4 +180,20 @@ func TestAuditComparesThePostgreSQLReadModels(t *testing.T) {
 	if r.ViolationCounts["projection_mismatch"] == 0 || len(r.ViolationCounts) != 1 {
 		t.Fatalf("edited prizes: %+v", r)
 	}
+}
+
+// firstSeal returns the stream sequence of the first seal of an export.
+func firstSeal(t *testing.T, file string) uint64 {
+	t.Helper()
+	for _, line := range strings.Split(string(mustRead(t, file)), "\n") {
+		var l struct {
+			Sequence uint64 `json:"sequence"`
+			Type     string `json:"type"`
+		}
+		if json.Unmarshal([]byte(line), &l) == nil && l.Type == eventstore.SealType {
+			return l.Sequence
+		}
+	}
+	t.Fatal("no seal in the export")
+	return 0
 }
