@@ -19,6 +19,7 @@ import (
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/projections/memstore"
 	"github.com/fdj/tresor/projections/pgstore"
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
 
@@ -34,6 +35,7 @@ type auditOptions struct {
 	quiet         bool
 	yardstick     bool
 	cpuProf       string
+	inboxPrefix   string
 }
 
 // auditGCPercent is the garbage collector's target during an audit: the
@@ -91,6 +93,8 @@ func init() {
 	f.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
 	f.BoolVar(&o.yardstick, "yardstick", false, "then read the same range raw with an ordered consumer and report the audit's rate as a ratio of it")
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the audit to this file (go tool pprof)")
+	f.StringVar(&o.inboxPrefix, "inbox-prefix", nats.InboxPrefix[:len(nats.InboxPrefix)-1],
+		"reply subject prefix with --nats: the one the NATS user may subscribe to (docs/export.md)")
 	rootCmd.AddCommand(cmd)
 }
 
@@ -178,7 +182,7 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 	if o.file != "" {
 		return auditFile(cfg, o, acfg, progress)
 	}
-	st, err := openStreamReadOnly(ctx, cfg)
+	st, err := openStreamReadOnly(ctx, cfg, nats.CustomInboxPrefix(o.inboxPrefix))
 	if err != nil {
 		return nil, err
 	}
