@@ -2,15 +2,25 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/settlement"
+	natsserver "github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // simulateStream writes plays through the real write path into a fresh
@@ -140,5 +150,149 @@ func TestExportRefusesBadInput(t *testing.T) {
 	_, stderr, code = run(t, "export", "--data", other, "--out", exported, "--resume")
 	if code != 1 || !strings.Contains(stderr, "not an export of this stream") {
 		t.Errorf("resume from another stream: exit %d, %q", code, stderr)
+	}
+}
+
+// regulatorConf is the nats-server authorization block of docs/export.md,
+// taken from the page so that what is documented is what is tested.
+func regulatorConf(tb testing.TB) string {
+	tb.Helper()
+	doc := string(mustRead(tb, "../../docs/export.md"))
+	_, rest, ok := strings.Cut(doc, "```conf\n")
+	block, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		tb.Fatal("docs/export.md has no ```conf block")
+	}
+	return block
+}
+
+// runAuthServer starts an in-process nats-server with JetStream, a random
+// port and conf's authorization, and returns its host:port.
+func runAuthServer(tb testing.TB, conf string) string {
+	tb.Helper()
+	dir := tb.TempDir()
+	file := filepath.Join(dir, "nats.conf")
+	conf = fmt.Sprintf("listen: 127.0.0.1:-1\njetstream { store_dir: %q }\n%s", filepath.Join(dir, "js"), conf)
+	if err := os.WriteFile(file, []byte(conf), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	opts, err := natsserver.ProcessConfigFile(file)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	srv, err := natsserver.NewServer(opts)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	srv.Start()
+	tb.Cleanup(func() {
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	})
+	if !srv.ReadyForConnections(10 * time.Second) {
+		tb.Fatal("nats-server not ready")
+	}
+	return srv.Addr().String()
+}
+
+// writeKey writes size random bytes to a key file.
+func writeKey(tb testing.TB, size int) string {
+	tb.Helper()
+	b := make([]byte, size)
+	rand.Read(b)
+	f := filepath.Join(tb.TempDir(), "key")
+	if err := os.WriteFile(f, b, 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return f
+}
+
+// TestRegulatorUserReadsButCannotWrite runs a nats-server with the
+// regulator user of docs/export.md, writes a stream through the real write
+// path as the operator, exports it as the regulator (the file verifies and
+// equals the operator's own export), then has the regulator try every
+// forbidden operation: each one is refused with a permissions violation
+// naming its subject, and the stream is unchanged.
+func TestRegulatorUserReadsButCannotWrite(t *testing.T) {
+	t.Setenv("TRESOR_NATS_PASSWORD", "operator-secret")
+	t.Setenv("REGULATOR_NATS_PASSWORD", "regulator-secret")
+	addr := runAuthServer(t, regulatorConf(t))
+	operator := (&url.URL{Scheme: "nats", User: url.UserPassword("tresor", "operator-secret"), Host: addr}).String()
+	regulator := (&url.URL{Scheme: "nats", User: url.UserPassword("regulator", "regulator-secret"), Host: addr}).String()
+
+	sealKey := writeKey(t, ed25519.SeedSize)
+	if _, stderr, code := run(t, "simulate", "--nats", operator, "--master-key-file", writeKey(t, settlement.MasterKeySize),
+		"--seal-key-file", sealKey, "--plays", "30", "--players", "5", "--quiet"); code != 0 {
+		t.Fatalf("simulate as the operator: exit %d: %s", code, stderr)
+	}
+	dir := t.TempDir()
+	byRegulator, byOperator := filepath.Join(dir, "regulator.ndjson"), filepath.Join(dir, "operator.ndjson")
+	exportFile(t, "--nats", regulator, "--inbox-prefix", "_INBOX_regulator", "--out", byRegulator)
+	file := mustRead(t, byRegulator)
+	recs := verifyExport(t, file, sealPublicKey(t, sealKey))
+
+	violations := make(chan string, 16)
+	nc, err := nats.Connect(regulator, nats.CustomInboxPrefix("_INBOX_regulator"),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if errors.Is(err, nats.ErrPermissionViolation) {
+				violations <- err.Error()
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(context.Background(), "TRESOR")
+	if err != nil {
+		t.Fatalf("the regulator cannot look up the stream: %v", err)
+	}
+	// A refused request gets no answer: each attempt runs until the
+	// server's violation for its subject arrives, then is cancelled.
+	for _, tc := range []struct {
+		what, subject string
+		call          func(context.Context) error
+	}{
+		{"publish into the stream", "tresor." + recs[0].Chain + "." + recs[0].Aggregate.String(), func(ctx context.Context) error {
+			_, err := js.Publish(ctx, "tresor."+recs[0].Chain+"."+recs[0].Aggregate.String(), recs[0].Payload)
+			return err
+		}},
+		{"delete a message", "$JS.API.STREAM.MSG.DELETE.TRESOR", func(ctx context.Context) error { return stream.DeleteMsg(ctx, 1) }},
+		{"purge the stream", "$JS.API.STREAM.PURGE.TRESOR", func(ctx context.Context) error { return stream.Purge(ctx) }},
+		{"delete the stream", "$JS.API.STREAM.DELETE.TRESOR", func(ctx context.Context) error { return js.DeleteStream(ctx, "TRESOR") }},
+		{"lift deny_delete", "$JS.API.STREAM.UPDATE.TRESOR", func(ctx context.Context) error {
+			cfg := stream.CachedInfo().Config
+			cfg.DenyDelete = false
+			_, err := js.UpdateStream(ctx, cfg)
+			return err
+		}},
+		{"create a stream", "$JS.API.STREAM.CREATE.REGULATOR", func(ctx context.Context) error {
+			_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "REGULATOR", Subjects: []string{"regulator.>"}})
+			return err
+		}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		done := make(chan error, 1)
+		go func() { done <- tc.call(ctx) }()
+		select {
+		case v := <-violations:
+			if !strings.Contains(v, "Publish to \""+tc.subject+"\"") {
+				t.Errorf("%s: violation %q, want one for %s", tc.what, v, tc.subject)
+			}
+			cancel()
+			<-done
+		case err := <-done:
+			t.Errorf("%s: answered %v, want a permissions violation", tc.what, err)
+		}
+		cancel()
+	}
+	// Nothing changed: the operator's own export is the same file.
+	exportFile(t, "--nats", operator, "--out", byOperator)
+	if !bytes.Equal(mustRead(t, byOperator), file) {
+		t.Fatal("the operator's export differs from the regulator's: the stream changed")
 	}
 }
