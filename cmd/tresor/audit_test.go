@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,8 +30,9 @@ type auditJSON struct {
 		Expected string `json:"expected"`
 		Found    string `json:"found"`
 	} `json:"violations"`
-	Source   string `json:"source"`
-	FromSeal uint64 `json:"from_seal"`
+	Source    string  `json:"source"`
+	FromSeal  uint64  `json:"from_seal"`
+	Yardstick float64 `json:"yardstick_events_per_second"`
 }
 
 func auditReport(t *testing.T, wantExit int, args ...string) auditJSON {
@@ -196,4 +198,24 @@ func firstSeal(t *testing.T, file string) uint64 {
 	}
 	t.Fatal("no seal in the export")
 	return 0
+}
+
+// The regulator's read-only NATS user of docs/export.md audits the live
+// stream, the yardstick included: nothing of it needs to write.
+func TestRegulatorAuditsWithTheReadOnlyUser(t *testing.T) {
+	t.Setenv("TRESOR_NATS_PASSWORD", "operator-secret")
+	t.Setenv("REGULATOR_NATS_PASSWORD", "regulator-secret")
+	addr := runAuthServer(t, regulatorConf(t))
+	operator := (&url.URL{Scheme: "nats", User: url.UserPassword("tresor", "operator-secret"), Host: addr}).String()
+	regulator := (&url.URL{Scheme: "nats", User: url.UserPassword("regulator", "regulator-secret"), Host: addr}).String()
+	sealKey := writeKey(t, ed25519.SeedSize)
+	if _, stderr, code := run(t, "simulate", "--nats", operator, "--master-key-file", writeKey(t, settlement.MasterKeySize),
+		"--seal-key-file", sealKey, "--plays", "30", "--players", "5", "--quiet"); code != 0 {
+		t.Fatalf("simulate as the operator: exit %d: %s", code, stderr)
+	}
+	pub := hex.EncodeToString(sealPublicKey(t, sealKey))
+	r := auditReport(t, 0, "--nats", regulator, "--inbox-prefix", "_INBOX_regulator", "--public-key", pub, "--yardstick")
+	if !r.OK || r.Plays != 30 || r.Yardstick <= 0 {
+		t.Fatalf("audit as the regulator: %+v", r)
+	}
 }
