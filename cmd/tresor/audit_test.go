@@ -203,19 +203,29 @@ func firstSeal(t *testing.T, file string) uint64 {
 // The regulator's read-only NATS user of docs/export.md audits the live
 // stream, the yardstick included: nothing of it needs to write.
 func TestRegulatorAuditsWithTheReadOnlyUser(t *testing.T) {
-	t.Setenv("TRESOR_NATS_PASSWORD", "operator-secret")
-	t.Setenv("REGULATOR_NATS_PASSWORD", "regulator-secret")
-	addr := runAuthServer(t, regulatorConf(t))
-	operator := (&url.URL{Scheme: "nats", User: url.UserPassword("tresor", "operator-secret"), Host: addr}).String()
-	regulator := (&url.URL{Scheme: "nats", User: url.UserPassword("regulator", "regulator-secret"), Host: addr}).String()
-	sealKey := writeKey(t, ed25519.SeedSize)
-	if _, stderr, code := run(t, "simulate", "--nats", operator, "--master-key-file", writeKey(t, settlement.MasterKeySize),
-		"--seal-key-file", sealKey, "--plays", "30", "--players", "5", "--quiet"); code != 0 {
-		t.Fatalf("simulate as the operator: exit %d: %s", code, stderr)
-	}
+	_, regulator, sealKey := regulatorStream(t)
 	pub := hex.EncodeToString(sealPublicKey(t, sealKey))
 	r := auditReport(t, 0, "--nats", regulator, "--inbox-prefix", "_INBOX_regulator", "--public-key", pub, "--yardstick")
 	if !r.OK || r.Plays != 30 || r.Yardstick <= 0 {
 		t.Fatalf("audit as the regulator: %+v", r)
 	}
+}
+
+// regulatorStream runs a nats-server with the users of docs/export.md and
+// writes a stream of 30 plays through the real write path as the
+// operator. It returns the operator's and the regulator's URLs and the
+// seal key file.
+func regulatorStream(t *testing.T) (operator, regulator, sealKey string) {
+	t.Helper()
+	t.Setenv("TRESOR_NATS_PASSWORD", "operator-secret")
+	t.Setenv("REGULATOR_NATS_PASSWORD", "regulator-secret")
+	addr := runAuthServer(t, regulatorConf(t))
+	operator = (&url.URL{Scheme: "nats", User: url.UserPassword("tresor", "operator-secret"), Host: addr}).String()
+	regulator = (&url.URL{Scheme: "nats", User: url.UserPassword("regulator", "regulator-secret"), Host: addr}).String()
+	sealKey = writeKey(t, ed25519.SeedSize)
+	if _, stderr, code := run(t, "simulate", "--nats", operator, "--master-key-file", writeKey(t, settlement.MasterKeySize),
+		"--seal-key-file", sealKey, "--plays", "30", "--players", "5", "--quiet"); code != 0 {
+		t.Fatalf("simulate as the operator: exit %d: %s", code, stderr)
+	}
+	return operator, regulator, sealKey
 }
