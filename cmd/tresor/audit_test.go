@@ -53,9 +53,13 @@ func TestAuditCommand(t *testing.T) {
 	if _, stderr, code := run(t, "simulate", "--data", dir, "--price", "1", "--plays", "20", "--players", "2", "--quiet"); code != 0 {
 		t.Fatalf("simulate: exit %d: %s", code, stderr)
 	}
-	// The regulator's way: the operator's public key in hex.
-	seed := mustRead(t, filepath.Join(dir, "keys", "seal.ed25519"))
-	pub := hex.EncodeToString(ed25519.NewKeyFromSeed(seed).Public().(ed25519.PublicKey))
+	// The regulator's way: the operator hands over its public key in hex.
+	stdout, stderr, code := run(t, "seal-key", "--data", dir)
+	want := sealPublicKey(t, filepath.Join(dir, "keys", "seal.ed25519"))
+	pub, keyID, _ := strings.Cut(strings.TrimSpace(stdout), "\n")
+	if code != 0 || pub != hex.EncodeToString(want) || keyID != "key_id "+eventstore.KeyID(want) {
+		t.Fatalf("seal-key: exit %d, %q, %s", code, stdout, stderr)
+	}
 	if r := auditReport(t, 0, "--data", dir, "--public-key", pub); !r.OK || r.Plays != 20 || r.Source != "data "+dir {
 		t.Fatalf("clean stream: %+v", r)
 	}
@@ -98,7 +102,7 @@ func TestAuditCommand(t *testing.T) {
 		t.Fatalf("forged seal: %+v", r)
 	}
 	// The human form names the violation too.
-	stdout, _, code := run(t, "audit", "--data", forged, "--quiet")
+	stdout, _, code = run(t, "audit", "--data", forged, "--quiet")
 	if code != 1 || !strings.Contains(stdout, "seal_invalid") {
 		t.Fatalf("exit %d: %s", code, stdout)
 	}
