@@ -58,7 +58,6 @@ type Auditor struct {
 	vs       *violations
 	st       *state
 	started  time.Time
-	anchored bool
 	fromSeal uint64
 
 	cur     *batch
@@ -82,8 +81,7 @@ func New(cfg Config) (*Auditor, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	a := newAuditor(cfg, eventstore.NewVerifier(cfg.PublicKey), false)
-	return a, nil
+	return newAuditor(cfg, eventstore.NewVerifier(cfg.PublicKey), false), nil
 }
 
 // NewFromSeal returns an auditor that starts trusting the stream at a
@@ -136,7 +134,6 @@ func newAuditor(cfg Config, v *eventstore.Verifier, partial bool) *Auditor {
 		verifier: v,
 		vs:       newViolations(cfg.ViolationsMax),
 		started:  time.Now(),
-		anchored: partial,
 		order:    make(chan *batch, queueBatches),
 		work:     make(chan worker, queueBatches),
 		seqDone:  make(chan struct{}),
@@ -180,28 +177,28 @@ func newBatch() *batch {
 // Check feeds the next event of the stream, raw as stored (an export, or a
 // store opened without a Registry: upcast payloads no longer match their
 // hashes). It blocks while the checks are too far behind.
-func (a *Auditor) Check(ev eventstore.RecordedEvent) {
-	if a.cur == nil {
-		a.cur = newBatch()
-	}
-	a.cur.events = append(a.cur.events, ev)
-	if len(a.cur.events) == batchEvents {
-		a.dispatch()
-	}
-}
+func (a *Auditor) Check(ev eventstore.RecordedEvent) { a.push(ev, nil) }
 
 // Unreadable records a message of the source that could not be read as an
 // event (the store refused its headers): it counts as a violation at its
 // sequence, and the audit goes on past it.
 func (a *Auditor) Unreadable(v Violation) {
+	a.push(eventstore.RecordedEvent{Sequence: v.Sequence}, &v)
+}
+
+// push adds an event, or the place of an unreadable one, to the batch being
+// filled, and hands the batch on once full.
+func (a *Auditor) push(ev eventstore.RecordedEvent, unread *Violation) {
 	if a.cur == nil {
 		a.cur = newBatch()
 	}
-	if a.cur.unread == nil {
-		a.cur.unread = map[int]*Violation{}
+	if unread != nil {
+		if a.cur.unread == nil {
+			a.cur.unread = map[int]*Violation{}
+		}
+		a.cur.unread[len(a.cur.events)] = unread
 	}
-	a.cur.unread[len(a.cur.events)] = &v
-	a.cur.events = append(a.cur.events, eventstore.RecordedEvent{Sequence: v.Sequence})
+	a.cur.events = append(a.cur.events, ev)
 	if len(a.cur.events) == batchEvents {
 		a.dispatch()
 	}
