@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -56,16 +57,16 @@ func (x *ExportWriter) Write(r RecordedEvent) error {
 	b := append(x.line[:0], `{"sequence":`...)
 	b = strconv.AppendUint(b, r.Sequence, 10)
 	var err error
-	str := func(key, v string) {
+	key := func(k string) { b = append(append(append(b, ',', '"'), k...), '"', ':') }
+	str := func(k, v string) {
+		key(k)
 		if err == nil {
-			b = append(append(append(b, ',', '"'), key...), '"', ':')
 			b, err = appendJSONString(b, v)
 		}
 	}
-	num := func(key string, v uint64) {
-		b = append(append(append(b, ',', '"'), key...), '"', ':')
-		b = strconv.AppendUint(b, v, 10)
-	}
+	num := func(k string, v uint64) { key(k); b = strconv.AppendUint(b, v, 10) }
+	// Hex digits and RFC 3339 times need no escaping.
+	hash := func(k string, h Hash) { key(k); b = append(hex.AppendEncode(append(b, '"'), h[:]), '"') }
 	str("subject", x.prefix+"."+r.Chain+"."+r.Aggregate.String())
 	str("id", r.ID)
 	str("type", r.Type)
@@ -74,20 +75,21 @@ func (x *ExportWriter) Write(r RecordedEvent) error {
 	num("chain_seq", r.ChainSeq)
 	str("aggregate_kind", r.Aggregate.Kind)
 	str("aggregate_id", r.Aggregate.ID)
-	str("recorded_at", r.RecordedAt.UTC().Format(time.RFC3339Nano))
+	key("recorded_at")
+	b = append(r.RecordedAt.UTC().AppendFormat(append(b, '"'), time.RFC3339Nano), '"')
 	str("correlation_id", r.CorrelationID)
 	str("causation_id", r.CausationID)
-	str("prev_hash", r.PrevHash.String())
-	str("hash", r.Hash.String())
+	hash("prev_hash", r.PrevHash)
+	hash("hash", r.Hash)
 	if err != nil {
 		return fmt.Errorf("export sequence %d: %w", r.Sequence, err)
 	}
-	if !verbatim(r.Payload) {
+	if verbatim(r.Payload) {
+		b = append(append(b, `,"payload":`...), r.Payload...)
+	} else {
 		b = append(b, `,"payload_base64":"`...)
 		b = base64.StdEncoding.AppendEncode(b, r.Payload)
 		b = append(b, '"')
-	} else {
-		b = append(append(b, `,"payload":`...), r.Payload...)
 	}
 	b = append(b, '}', '\n')
 	x.line = b

@@ -2,6 +2,7 @@ package eventstore_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"encoding/json"
 	"errors"
@@ -319,4 +320,73 @@ func TestReadOnlyStoreCreatesAndWritesNothing(t *testing.T) {
 		!strings.Contains(err.Error(), "ends at 1") {
 		t.Fatalf("read past the end: %v", err)
 	}
+}
+
+// BenchmarkExport measures, in one run on one embedded server holding
+// 200 000 events written by the pipelined committer: the raw ordered
+// consumer read of the whole stream (the yardstick: messages only, no
+// decoding), the verified read (ReadFrom), the export (ReadStored into an
+// ExportWriter, to memory), and the parse of that file (ReadExport). Rates
+// are events/s and x_raw their ratio to the raw read. Run it with
+// -benchtime 1x; docs/performance.md quotes it.
+func BenchmarkExport(b *testing.B) {
+	srv := runEmbedded(b, b.TempDir())
+	store := openStore(b, srv, eventstore.Config{})
+	committerPipelined(b, store, "s0", 200_000)
+	ctx := context.Background()
+	last, err := store.LastSequence(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var raw float64
+	measure := func(name string, fn func() error) {
+		b.Run(name, func(b *testing.B) {
+			var rate float64
+			for b.Loop() {
+				start := time.Now()
+				if err := fn(); err != nil {
+					b.Fatal(err)
+				}
+				rate = float64(last) / time.Since(start).Seconds()
+			}
+			if raw == 0 {
+				raw = rate
+			}
+			b.ReportMetric(rate, "events/s")
+			b.ReportMetric(rate/raw, "x_raw")
+		})
+	}
+	measure("raw_ordered_consumer", func() error {
+		cons, err := store.Stream().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+		if err != nil {
+			return err
+		}
+		it, err := cons.Messages(jetstream.PullMaxMessages(1000))
+		if err != nil {
+			return err
+		}
+		defer it.Stop()
+		for {
+			m, err := it.Next()
+			if err != nil {
+				return err
+			}
+			if md, err := m.Metadata(); err != nil || md.Sequence.Stream == last {
+				return err
+			}
+		}
+	})
+	measure("read_from_verified", func() error {
+		_, err := store.ReadFrom(ctx, 1, func(eventstore.RecordedEvent) error { return nil })
+		return err
+	})
+	var file bytes.Buffer
+	measure("export", func() error {
+		file.Reset()
+		x := eventstore.NewExportWriter(&file)
+		return errors.Join(store.ReadStored(ctx, 1, last, x.Write), x.Flush())
+	})
+	measure("read_export", func() error {
+		return eventstore.ReadExport(bytes.NewReader(file.Bytes()), func(eventstore.RecordedEvent) error { return nil })
+	})
 }

@@ -30,7 +30,7 @@ func init() {
 	var cfg Config
 	var o exportOptions
 	cmd := &cobra.Command{
-		Use:   "export --out FILE [--from SEQ] [--to SEQ | --resume]",
+		Use:   "export --out FILE [--from SEQ | --resume] [--to SEQ]",
 		Short: "Write the stream, or a range of it, as NDJSON that a regulator verifies without Tresor",
 		Long: "export reads the stream (the embedded server on --data, or --nats URL) read-only, as stored,\n" +
 			"and writes one JSON object per event: stream sequence, subject, envelope and payload, byte-exact\n" +
@@ -88,7 +88,7 @@ type exportSummary struct {
 // String is the one-line summary printed at the end.
 func (s exportSummary) String() string {
 	if s.events == 0 {
-		return fmt.Sprintf("exported 0 events in %s: nothing new", s.elapsed.Round(time.Millisecond))
+		return fmt.Sprintf("exported 0 events in %s", s.elapsed.Round(time.Millisecond))
 	}
 	rate := float64(s.events) / max(s.elapsed.Seconds(), 1e-3) // float-ok: a rate
 	return fmt.Sprintf("exported %d events from sequence %d to last sequence %d in %s, %.0f events/s",
