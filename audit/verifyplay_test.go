@@ -214,6 +214,8 @@ func TestVerifyPlayNamesTampering(t *testing.T) {
 			c := p["chests"].([]any)[0].(map[string]any)
 			c["cell"] = map[string]any{"row": 9, "col": 9}
 		}, []string{audit.CheckScenarioShown}},
+		{"start", func(p map[string]any, _ *audit.VerifyPlayOptions) { delete(p, "start") },
+			[]string{audit.CheckScenarioShown}},
 		{"play id", func(p map[string]any, _ *audit.VerifyPlayOptions) { p["play_id"] = domain.PlayID(block, 11) },
 			[]string{audit.CheckDocument}},
 		{"published root", func(_ map[string]any, opt *audit.VerifyPlayOptions) {

@@ -67,6 +67,10 @@ var errEnough = errors.New("enough differences")
 // queries (Account, Block, LastPlay) read the same rows and are not
 // walked again.
 //
+// The stores should be at rest while Diff reads them: a store that applies
+// events during the walk shows rows read before and after, which differ
+// from any single position of the stream.
+//
 // It returns at most max differences (max ≥ 1), in walk order, and stops
 // at the max-th; nil when the stores agree. It returns ErrInvalid for a
 // max below 1, and the error of a store that fails to answer or serves its
@@ -101,6 +105,9 @@ func (d *differ) add(diff Difference) error {
 	return nil
 }
 
+// walk reads the read models in an order where the keys of later walks are
+// known: accounts and blocks first, since they name the ledger accounts
+// and histories to read.
 func (d *differ) walk(ctx context.Context, want, got Store) error {
 	wc, err := want.Checkpoint(ctx)
 	if err != nil {
