@@ -12,6 +12,7 @@ import (
 	"github.com/fdj/tresor/audit"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
 	"github.com/fdj/tresor/settlement"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -252,6 +253,29 @@ func TestInsiderTamperIsCaughtBySemanticChecks(t *testing.T) {
 			r := auditStore(t, rewrite(t, tc.tamper(t, played(t)), operatorKey))
 			wantCode(t, r, tc.code, tc.also...)
 		})
+	}
+}
+
+// An insider without the operator's key can also leave seals out: a chain
+// running longer than the gap allowed without a seal is reported.
+func TestInsiderWithoutTheOperatorKeyLeavesSealsOut(t *testing.T) {
+	events := played(t)
+	gapped := func(events []eventstore.RecordedEvent) *audit.Report {
+		a, err := audit.New(audit.Config{Rules: smallRules(t), PublicKey: operatorPub, SealGapMax: 100})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range events {
+			a.Check(ev)
+		}
+		return a.Finish()
+	}
+	if r := gapped(events); !r.OK {
+		t.Fatalf("sealed every %d events: %+v", sealEvery, r.Violations)
+	}
+	r := gapped(eventstoretest.ReadAll(t, rewrite(t, events, nil)))
+	if v := wantCode(t, r, audit.CodeSealMissing); r.Seals != 0 || v.Found != fmt.Sprintf("%d events since the last one", r.Events) {
+		t.Fatalf("no seal: %+v", r)
 	}
 }
 

@@ -27,6 +27,10 @@ const (
 	ViolationsMaxDefault = 100
 	// WorkersMax bounds Config.Workers.
 	WorkersMax = 256
+	// SealGapMaxDefault is the longest run of a chain without a seal that
+	// the committer's defaults allow: a seal every 10 000 events, placed
+	// at the start of a batch and covering a head up to two batches back.
+	SealGapMaxDefault = 10_000 + 2*eventstore.BatchEventsMax + 1
 )
 
 // Config configures an Auditor.
@@ -41,6 +45,10 @@ type Config struct {
 	ViolationsMax int
 	// Workers decode events and run the pure checks (GOMAXPROCS when 0).
 	Workers int
+	// SealGapMax is the most events of a chain allowed between two valid
+	// seals, and after the last one (SealGapMaxDefault when 0): set it
+	// from the committer's SealEvery when the operator changed it.
+	SealGapMax uint64
 	// ReadModels, when set, receives every event in stream order, as a
 	// projection would, so that the read models the replay derives can be
 	// compared with the operator's (CompareReadModels). Only from the
@@ -118,6 +126,9 @@ func (c *Config) validate() error {
 	}
 	if c.Workers == 0 {
 		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.SealGapMax == 0 {
+		c.SealGapMax = SealGapMaxDefault
 	}
 	if c.ViolationsMax < 1 || c.Workers < 1 || c.Workers > WorkersMax {
 		return fmt.Errorf("audit: violations max %d, workers %d: want ≥ 1 and 1..%d workers", c.ViolationsMax, c.Workers, WorkersMax)

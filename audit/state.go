@@ -33,6 +33,9 @@ type state struct {
 
 	plays, settled int
 	jobs           *jobBatch
+	// sealedAt is, per chain, the position of its last valid seal (from a
+	// seal, the starting one), and head its last position.
+	sealedAt, head map[string]uint64
 }
 
 type account struct {
@@ -100,6 +103,7 @@ func newState(a *Auditor, partial bool) *state {
 		accounts: map[string]*account{}, emissions: map[string]*emission{}, blocks: map[string]*block{},
 		open: map[domain.Amount]*block{}, books: domain.NewBooks(),
 		throws: map[playKey]*[domain.ThrowCount]domain.ThrowResult{}, prices: map[domain.Amount]*PriceTotals{},
+		sealedAt: map[string]uint64{}, head: map[string]uint64{},
 	}
 }
 
@@ -127,13 +131,15 @@ func (s *state) apply(ev *eventstore.RecordedEvent, d *decoded) {
 		return
 	}
 	s.events++
-	if err := s.a.verifier.CheckComputed(*ev, d.hash); err != nil {
+	err := s.a.verifier.CheckComputed(*ev, d.hash)
+	if err != nil {
 		if v, ok := fromIntegrity(err); ok {
 			s.a.vs.add(v)
 		} else {
 			s.bad(ev.Sequence, CodeChainBroken, ev.Chain, "a verifiable event", err.Error())
 		}
 	}
+	s.sealGap(ev, err == nil && ev.Type == eventstore.SealType)
 	if d.bad != nil {
 		s.a.vs.add(*d.bad)
 	}
@@ -178,6 +184,22 @@ func (s *state) apply(ev *eventstore.RecordedEvent, d *decoded) {
 	case *domain.PrizePaid:
 		s.prizePaid(seq, e)
 	}
+}
+
+// sealGap checks that no chain runs longer than Config.SealGapMax without
+// a valid seal; sealed says the event is one.
+func (s *state) sealGap(ev *eventstore.RecordedEvent, sealed bool) {
+	if _, seen := s.head[ev.Chain]; !seen && s.partial {
+		s.sealedAt[ev.Chain] = ev.ChainSeq // the starting seal's head
+	}
+	s.head[ev.Chain] = ev.ChainSeq
+	if !sealed {
+		return
+	}
+	if gap := ev.ChainSeq - min(ev.ChainSeq, s.sealedAt[ev.Chain]); gap > s.a.cfg.SealGapMax {
+		s.bad(ev.Sequence, CodeSealMissing, "chain "+ev.Chain, fmt.Sprintf("a seal within %d events", s.a.cfg.SealGapMax), fmt.Sprintf("%d events since the last one", gap))
+	}
+	s.sealedAt[ev.Chain] = ev.ChainSeq
 }
 
 // known checks that an event which moves no money names an opened account.
@@ -592,6 +614,11 @@ func (s *state) finish() {
 		s.checkUnitsDone(b)
 		if b.state != blockClosed && b.sold == s.rules.BlockUnits && b.inPlay == 0 && b.table != nil {
 			s.checkArticle3(s.lastSeq, b)
+		}
+	}
+	for chain, head := range s.head {
+		if gap := head - min(head, s.sealedAt[chain]); gap > s.a.cfg.SealGapMax {
+			s.bad(0, CodeSealMissing, "chain "+chain, fmt.Sprintf("a seal within %d events of the end", s.a.cfg.SealGapMax), fmt.Sprintf("%d events since the last one", gap))
 		}
 	}
 	var players domain.Amount

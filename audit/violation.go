@@ -24,6 +24,10 @@ const (
 	// CodeSealInvalid: a seal is malformed, not signed by the operator's
 	// key, or does not name the chain's event at its position.
 	CodeSealInvalid Code = "seal_invalid"
+	// CodeSealMissing: a run of a chain longer than Config.SealGapMax
+	// without a valid seal: a log rewritten by someone without the
+	// operator's key can only leave its seals out.
+	CodeSealMissing Code = "seal_missing"
 	// CodeMalformedEvent: an event cannot be read (headers, payload JSON,
 	// unknown type or schema version, aggregate not matching its payload).
 	CodeMalformedEvent Code = "malformed_event"

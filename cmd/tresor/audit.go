@@ -36,6 +36,7 @@ type auditOptions struct {
 	yardstick     bool
 	cpuProf       string
 	inboxPrefix   string
+	sealGapMax    uint64
 }
 
 // auditGCPercent is the garbage collector's target during an audit: the
@@ -88,6 +89,7 @@ func init() {
 	f.Uint64Var(&o.fromSeal, "from-seal", 0, "start at the Seal event of this stream sequence instead of the first event")
 	f.StringVar(&o.databaseURL, "database-url", "", "also compare the PostgreSQL read models with the replay's (stream audits from the first event only)")
 	f.IntVar(&o.maxViolations, "max-violations", audit.ViolationsMaxDefault, "how many violations to list (all are counted)")
+	f.Uint64Var(&o.sealGapMax, "seal-gap-max", audit.SealGapMaxDefault, "most events of a chain allowed without a valid seal (the writer's default seals every 10 000)")
 	f.IntVar(&o.workers, "workers", 0, "goroutines decoding events and running the pure checks (default: one per core)")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object (keys: docs/audit.md)")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
@@ -106,6 +108,9 @@ func (o *auditOptions) validate(cmd *cobra.Command, cfg *Config) error {
 	}
 	if o.maxViolations < 1 || o.maxViolations > 1_000_000 {
 		return usagef("--max-violations %d: want 1 to 1000000", o.maxViolations)
+	}
+	if o.sealGapMax < 1 {
+		return usagef("--seal-gap-max %d: want 1 or more", o.sealGapMax)
 	}
 	if o.workers < 0 || o.workers > audit.WorkersMax {
 		return usagef("--workers %d: want 0 to %d", o.workers, audit.WorkersMax)
@@ -175,7 +180,7 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 	// decoded payloads) and keeps little alive (the sold units of open
 	// blocks): collecting less often buys throughput for memory it has.
 	debug.SetGCPercent(auditGCPercent)
-	acfg := audit.Config{Rules: rules, PublicKey: pub, ViolationsMax: o.maxViolations, Workers: o.workers}
+	acfg := audit.Config{Rules: rules, PublicKey: pub, ViolationsMax: o.maxViolations, Workers: o.workers, SealGapMax: o.sealGapMax}
 	if o.databaseURL != "" {
 		acfg.ReadModels = memstore.New(rules)
 	}
