@@ -79,7 +79,7 @@ func (a *Auditor) report() *Report {
 		Unanchored: s.unchecked + a.verifier.Stats().Skipped, Plays: s.plays, PlaysSettled: s.settled,
 		Deposits: s.books.Deposits, Withdrawals: s.books.Withdrawals, Stakes: s.books.Stakes, Prizes: s.books.Prizes,
 		ElapsedSeconds: elapsed.Seconds(), EventsPerSecond: float64(s.events) / max(elapsed.Seconds(), 1e-9),
-		ReadModelsCompared: a.compared,
+		ReadModelsCompared: a.compared, Prices: []PriceTotals{},
 	}
 	for id := range s.accounts {
 		r.PlayersBalance += s.books.Balances[domain.PlayerAccount(id)]
