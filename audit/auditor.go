@@ -70,6 +70,7 @@ type Auditor struct {
 
 	cur     *batch
 	order   chan *batch
+	free    chan *batch
 	work    chan worker
 	seqDone chan struct{}
 	workers sync.WaitGroup
@@ -146,6 +147,7 @@ func newAuditor(cfg Config, v *eventstore.Verifier, partial bool) *Auditor {
 		vs:       newViolations(cfg.ViolationsMax),
 		started:  time.Now(),
 		order:    make(chan *batch, queueBatches),
+		free:     make(chan *batch, queueBatches),
 		work:     make(chan worker, queueBatches),
 		seqDone:  make(chan struct{}),
 	}
@@ -181,8 +183,28 @@ type decoded struct {
 	hash  eventstore.Hash
 }
 
-func newBatch() *batch {
-	return &batch{events: make([]eventstore.RecordedEvent, 0, batchEvents), done: make(chan struct{})}
+// newBatch returns an empty batch, a checked one recycled when there is
+// one: batches are the largest allocation per event otherwise.
+func (a *Auditor) newBatch() *batch {
+	select {
+	case b := <-a.free:
+		return b
+	default:
+		return &batch{events: make([]eventstore.RecordedEvent, 0, batchEvents), decoded: make([]decoded, 0, batchEvents),
+			done: make(chan struct{})}
+	}
+}
+
+// recycle empties a checked batch, dropping its references so that what
+// it held can be collected, and keeps it for reuse.
+func (a *Auditor) recycle(b *batch) {
+	clear(b.events)
+	clear(b.decoded)
+	*b = batch{events: b.events[:0], decoded: b.decoded[:0], done: make(chan struct{})}
+	select {
+	case a.free <- b:
+	default:
+	}
 }
 
 // Check feeds the next event of the stream, raw as stored (an export, or a
@@ -201,7 +223,7 @@ func (a *Auditor) Unreadable(v Violation) {
 // filled, and hands the batch on once full.
 func (a *Auditor) push(ev eventstore.RecordedEvent, unread *Violation) {
 	if a.cur == nil {
-		a.cur = newBatch()
+		a.cur = a.newBatch()
 	}
 	if unread != nil {
 		if a.cur.unread == nil {
@@ -224,7 +246,7 @@ func (a *Auditor) dispatch() {
 
 // run decodes a batch: the part of reading an event that needs no state.
 func (b *batch) run(*Auditor) {
-	b.decoded = make([]decoded, len(b.events))
+	b.decoded = b.decoded[:len(b.events)]
 	for i := range b.events {
 		if v, ok := b.unread[i]; ok {
 			b.decoded[i].bad = v
@@ -282,6 +304,7 @@ func (a *Auditor) sequential() {
 			a.st.apply(&b.events[i], &b.decoded[i])
 		}
 		a.checked.Add(uint64(len(b.events)))
+		a.recycle(b)
 	}
 	a.st.flushJobs()
 	if a.cfg.ReadModels != nil {
