@@ -58,3 +58,26 @@ func TestFastDecodeAgreesWithTheDomain(t *testing.T) {
 		t.Fatalf("only %d of %d payloads took the fast path", fast, len(w.Events))
 	}
 }
+
+// FuzzFastDecode looks for a payload the fast decoder accepts and reads
+// otherwise than the domain (go test -fuzz FuzzFastDecode ./audit).
+func FuzzFastDecode(f *testing.F) {
+	for _, env := range projectionstest.Standard(f, projectionstest.SmallRules(f)).Events {
+		if env.Event == nil {
+			continue
+		}
+		if p, err := json.Marshal(env.Event); err == nil {
+			f.Add(env.Event.EventType(), p)
+		}
+	}
+	f.Fuzz(func(t *testing.T, typ string, payload []byte) {
+		got, ok := fastDecode(typ, payload)
+		if !ok {
+			return
+		}
+		want, err := domain.DecodeEvent(typ, payload)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s %s: fast %+v, domain %+v, %v", typ, payload, got, want, err)
+		}
+	})
+}
