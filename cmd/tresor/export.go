@@ -272,6 +272,10 @@ func resumePoint(ctx context.Context, store *eventstore.NATSStore, tail *eventst
 	return tail.Sequence + 1, nil
 }
 
+// progressBarStep is how many events an export writes between two updates
+// of its progress bar.
+const progressBarStep = 1000
+
 // progressEveryExport is how often an export prints a progress line when
 // stderr is not a terminal.
 const progressEveryExport = time.Second
@@ -286,11 +290,12 @@ func progressReporter(force bool, stderr io.Writer, from, to uint64) func(seq ui
 			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("events"),
 			progressbar.OptionThrottle(200*time.Millisecond), progressbar.OptionClearOnFinish())
 		return func(seq uint64) {
-			if seq == 0 {
+			switch done := seq - from + 1; {
+			case seq == 0:
 				bar.Finish()
-				return
+			case done%progressBarStep == 0: // the bar costs too much per event
+				bar.Set64(int64(done))
 			}
-			bar.Set64(int64(seq - from + 1))
 		}
 	}
 	if !force {
