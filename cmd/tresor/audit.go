@@ -89,7 +89,7 @@ func init() {
 	f.Uint64Var(&o.fromSeal, "from-seal", 0, "start at the Seal event of this stream sequence instead of the first event")
 	f.StringVar(&o.databaseURL, "database-url", "", "also compare the PostgreSQL read models with the replay's (stream audits from the first event only)")
 	f.IntVar(&o.maxViolations, "max-violations", audit.ViolationsMaxDefault, "how many violations to list (all are counted)")
-	f.Uint64Var(&o.sealGapMax, "seal-gap-max", audit.SealGapMaxDefault, "most events of a chain allowed without a valid seal (the writer's default seals every 10 000)")
+	f.Uint64Var(&o.sealGapMax, "seal-gap-max", audit.SealGapMaxDefault, "most events of a chain allowed without a valid seal (the writer seals after every 10 000, later when busy)")
 	f.IntVar(&o.workers, "workers", 0, "goroutines decoding events and running the pure checks (default: one per core)")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object (keys: docs/audit.md)")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
