@@ -367,24 +367,8 @@ func BenchmarkExport(b *testing.B) {
 		})
 	}
 	measure("raw_ordered_consumer", func() error {
-		cons, err := store.Stream().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-		if err != nil {
-			return err
-		}
-		it, err := cons.Messages(jetstream.PullMaxMessages(1000))
-		if err != nil {
-			return err
-		}
-		defer it.Stop()
-		for {
-			m, err := it.Next()
-			if err != nil {
-				return err
-			}
-			if md, err := m.Metadata(); err != nil || md.Sequence.Stream == last {
-				return err
-			}
-		}
+		_, err := eventstore.MeasureOrderedRead(ctx, store, 1, last)
+		return err
 	})
 	measure("read_from_verified", func() error {
 		_, err := store.ReadFrom(ctx, 1, func(eventstore.RecordedEvent) error { return nil })

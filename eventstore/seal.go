@@ -169,7 +169,7 @@ func StartAt(seal RecordedEvent, pub ed25519.PublicKey) (*Verifier, uint64, erro
 // returns the stream sequence of the sealed head. It returns an
 // *IntegrityError for a bad seal.
 func (v *Verifier) Anchor(seal RecordedEvent) (uint64, error) {
-	if err := v.checkHash(&seal); err != nil {
+	if err := hashMismatch(&seal, ComputeHash(&seal)); err != nil {
 		return 0, err
 	}
 	s, err := ParseSeal(&seal, v.pub)
@@ -184,10 +184,11 @@ func (v *Verifier) Anchor(seal RecordedEvent) (uint64, error) {
 // Stats reports what was checked so far.
 func (v *Verifier) Stats() VerifyStats { return v.stats }
 
-func (v *Verifier) checkHash(ev *RecordedEvent) error {
-	if got := ComputeHash(ev); got != ev.Hash {
+// hashMismatch reports an event whose stated hash is not the one computed.
+func hashMismatch(ev *RecordedEvent, computed Hash) error {
+	if computed != ev.Hash {
 		return &IntegrityError{Sequence: ev.Sequence, Subject: ev.Chain + "." + ev.Aggregate.String(), What: "hash",
-			Expected: ev.Hash.String(), Found: got.String()}
+			Expected: ev.Hash.String(), Found: computed.String()}
 	}
 	return nil
 }
@@ -195,65 +196,88 @@ func (v *Verifier) checkHash(ev *RecordedEvent) error {
 // Check verifies the next event in stream order. Raw events are needed
 // (a store opened without Registry, or an export): upcast payloads no
 // longer match their hashes. It returns an *IntegrityError naming the first
-// violation.
+// violation of the event. Verification goes on from the event as stored
+// (its stated hash and position become the chain's head), so that an
+// auditor feeding a whole stream hears of one altered event once or twice,
+// not again at every later event of its chain.
 func (v *Verifier) Check(ev RecordedEvent) error {
+	return v.CheckComputed(ev, ComputeHash(&ev))
+}
+
+// CheckComputed is Check for an event whose hash the caller computed
+// already (ComputeHash(&ev)): an auditor hashes events on every core and
+// links them in order on one.
+func (v *Verifier) CheckComputed(ev RecordedEvent, computed Hash) error {
+	cs, err := v.check(&ev, computed)
+	if cs != nil {
+		v.record(cs, &ev)
+	}
+	return err
+}
+
+// check returns the first violation of ev and the state of its chain when
+// ev moves that chain's head (nil for a skipped event).
+func (v *Verifier) check(ev *RecordedEvent, computed Hash) (*chainState, error) {
 	bad := func(what string, want, found any) error {
 		return &IntegrityError{Sequence: ev.Sequence, Subject: ev.Chain + "." + ev.Aggregate.String(), What: what,
 			Expected: fmt.Sprint(want), Found: fmt.Sprint(found)}
 	}
-	if err := v.checkHash(&ev); err != nil {
-		return err
-	}
+	hashErr := hashMismatch(ev, computed)
 	cs := v.chains[ev.Chain]
 	switch {
 	case cs == nil && !v.fromStart:
 		v.stats.Skipped++
-		return nil
+		return nil, hashErr
 	case cs == nil:
-		if ev.ChainSeq != 1 || !ev.PrevHash.IsZero() {
-			return bad("chain start", "chain_seq 1 with zero prev_hash", fmt.Sprintf("chain_seq %d prev_hash %s", ev.ChainSeq, ev.PrevHash))
-		}
 		cs = &chainState{}
 		v.chains[ev.Chain] = cs
+		if hashErr != nil {
+			return cs, hashErr
+		}
+		if ev.ChainSeq != 1 || !ev.PrevHash.IsZero() {
+			return cs, bad("chain start", "chain_seq 1 with zero prev_hash", fmt.Sprintf("chain_seq %d prev_hash %s", ev.ChainSeq, ev.PrevHash))
+		}
 	case cs.anchor != nil:
 		a := *cs.anchor
 		if ev.ChainSeq < a.ChainSeq {
 			v.stats.Skipped++
-			return nil
-		}
-		if ev.ChainSeq > a.ChainSeq || ev.Sequence != a.Sequence || ev.Hash != a.Hash {
-			return bad("sealed head", fmt.Sprintf("seq %d chain_seq %d hash %s", a.Sequence, a.ChainSeq, a.Hash),
-				fmt.Sprintf("seq %d chain_seq %d hash %s", ev.Sequence, ev.ChainSeq, ev.Hash))
+			return nil, hashErr
 		}
 		cs.anchor = nil
-		v.record(cs, &ev)
-		return nil
+		if hashErr != nil {
+			return cs, hashErr
+		}
+		if ev.ChainSeq > a.ChainSeq || ev.Sequence != a.Sequence || ev.Hash != a.Hash {
+			return cs, bad("sealed head", fmt.Sprintf("seq %d chain_seq %d hash %s", a.Sequence, a.ChainSeq, a.Hash),
+				fmt.Sprintf("seq %d chain_seq %d hash %s", ev.Sequence, ev.ChainSeq, ev.Hash))
+		}
+		return cs, nil
 	default:
-		if ev.PrevHash != cs.head.Hash {
-			return bad("prev_hash", cs.head.Hash, ev.PrevHash)
-		}
-		if ev.ChainSeq != cs.head.ChainSeq+1 {
-			return bad("chain_seq", cs.head.ChainSeq+1, ev.ChainSeq)
-		}
-		if ev.Sequence <= cs.head.Sequence {
-			return bad("stream sequence", fmt.Sprintf("> %d", cs.head.Sequence), ev.Sequence)
+		switch {
+		case hashErr != nil:
+			return cs, hashErr
+		case ev.PrevHash != cs.head.Hash:
+			return cs, bad("prev_hash", cs.head.Hash, ev.PrevHash)
+		case ev.ChainSeq != cs.head.ChainSeq+1:
+			return cs, bad("chain_seq", cs.head.ChainSeq+1, ev.ChainSeq)
+		case ev.Sequence <= cs.head.Sequence:
+			return cs, bad("stream sequence", fmt.Sprintf("> %d", cs.head.Sequence), ev.Sequence)
 		}
 	}
 	if ev.Type == SealType && ev.Aggregate.Kind == SealKind {
-		s, err := ParseSeal(&ev, v.pub)
+		s, err := ParseSeal(ev, v.pub)
 		if err != nil {
-			return err
+			return cs, err
 		}
 		if s.ChainSeq == 0 || s.ChainSeq > cs.head.ChainSeq || cs.head.ChainSeq-s.ChainSeq >= recentMax {
-			return bad("seal position", fmt.Sprintf("1..%d", cs.head.ChainSeq), s.ChainSeq)
+			return cs, bad("seal position", fmt.Sprintf("1..%d", cs.head.ChainSeq), s.ChainSeq)
 		}
 		if r := cs.recent[s.ChainSeq%recentMax]; r.ChainSeq != s.ChainSeq || r.Sequence != s.Sequence || r.Hash.String() != s.Hash {
-			return bad("sealed head", fmt.Sprintf("seq %d hash %s", r.Sequence, r.Hash), fmt.Sprintf("seq %d hash %s", s.Sequence, s.Hash))
+			return cs, bad("sealed head", fmt.Sprintf("seq %d hash %s", r.Sequence, r.Hash), fmt.Sprintf("seq %d hash %s", s.Sequence, s.Hash))
 		}
 		v.stats.Seals++
 	}
-	v.record(cs, &ev)
-	return nil
+	return cs, nil
 }
 
 func (v *Verifier) record(cs *chainState, ev *RecordedEvent) {

@@ -58,3 +58,41 @@ func MeasureAtomicBatches(ctx context.Context, nc *nats.Conn, y Yardstick) (floa
 	}
 	return float64(y.Batches*y.BatchSize) / time.Since(start).Seconds(), nil // float-ok: a rate
 }
+
+// MeasureOrderedRead reads the messages from..to of the stream behind s
+// with an ordered consumer pulling Config.ReadBatchMax at a time, as
+// Tresor's readers do, and only counts them: no decoding, no hashing. It
+// is the most any reader of that stream gets from the server, the
+// yardstick of an audit's rate. It returns messages per second.
+func MeasureOrderedRead(ctx context.Context, s *NATSStore, from, to uint64) (float64, error) {
+	from = max(from, 1)
+	if to < from {
+		return 0, fmt.Errorf("yardstick read %d..%d: %w", from, to, ErrInvalid)
+	}
+	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
+	})
+	if err != nil {
+		return 0, fmt.Errorf("yardstick read: %w", err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.ReadBatchMax))
+	if err != nil {
+		return 0, fmt.Errorf("yardstick read: %w", err)
+	}
+	defer it.Stop()
+	start := time.Now()
+	for {
+		m, err := it.Next(jetstream.NextMaxWait(s.cfg.RequestTimeout))
+		if err != nil {
+			return 0, fmt.Errorf("yardstick read: %w", err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return 0, fmt.Errorf("yardstick read: %w", err)
+		}
+		if md.Sequence.Stream >= to {
+			break
+		}
+	}
+	return float64(to-from+1) / time.Since(start).Seconds(), nil // float-ok: a rate
+}

@@ -7,7 +7,6 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -17,7 +16,6 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/eventstore"
-	"github.com/fdj/tresor/settlement"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -215,17 +213,7 @@ func writeKey(tb testing.TB, size int) string {
 // forbidden operation: each one is refused with a permissions violation
 // naming its subject, and the stream is unchanged.
 func TestRegulatorUserReadsButCannotWrite(t *testing.T) {
-	t.Setenv("TRESOR_NATS_PASSWORD", "operator-secret")
-	t.Setenv("REGULATOR_NATS_PASSWORD", "regulator-secret")
-	addr := runAuthServer(t, regulatorConf(t))
-	operator := (&url.URL{Scheme: "nats", User: url.UserPassword("tresor", "operator-secret"), Host: addr}).String()
-	regulator := (&url.URL{Scheme: "nats", User: url.UserPassword("regulator", "regulator-secret"), Host: addr}).String()
-
-	sealKey := writeKey(t, ed25519.SeedSize)
-	if _, stderr, code := run(t, "simulate", "--nats", operator, "--master-key-file", writeKey(t, settlement.MasterKeySize),
-		"--seal-key-file", sealKey, "--plays", "30", "--players", "5", "--quiet"); code != 0 {
-		t.Fatalf("simulate as the operator: exit %d: %s", code, stderr)
-	}
+	operator, regulator, sealKey := regulatorStream(t)
 	dir := t.TempDir()
 	byRegulator, byOperator := filepath.Join(dir, "regulator.ndjson"), filepath.Join(dir, "operator.ndjson")
 	exportFile(t, "--nats", regulator, "--inbox-prefix", "_INBOX_regulator", "--out", byRegulator)

@@ -4,12 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
-	"runtime/pprof"
 	"slices"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -58,32 +54,19 @@ func init() {
 			if o.players < 1 || o.players > o.plays || o.players > 100_000 {
 				return usagef("--players %d: want 1 to min(--plays, 100000)", o.players)
 			}
-			if o.cpuProf != "" {
-				f, err := os.Create(o.cpuProf)
+			return runProfiled(cmd, o.cpuProf, func(ctx context.Context) error {
+				rep, err := simulate(ctx, &cfg, price, o, cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
+				if err := writeReport(cmd, o.asJSON, rep); err != nil {
 					return err
 				}
-				defer pprof.StopCPUProfile()
-			}
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			rep, err := simulate(ctx, &cfg, price, o, cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			if o.asJSON {
-				err = writeJSON(cmd.OutOrStdout(), rep)
-			} else {
-				err = rep.print(cmd.OutOrStdout())
-			}
-			if err == nil && !rep.BooksBalanced {
-				err = fmt.Errorf("the books do not balance: %s", rep.BooksDetail)
-			}
-			return err
+				if !rep.BooksBalanced {
+					return fmt.Errorf("the books do not balance: %s", rep.BooksDetail)
+				}
+				return nil
+			})
 		},
 	}
 	bindStoreFlags(cmd, &cfg)

@@ -445,22 +445,23 @@ func testHashChainAndSeals(t *testing.T, b Backend, cfg eventstore.Config) {
 	if _, err := eventstore.VerifyStore(ctx, s, eventstore.NewVerifier(otherPub), 1); !errors.Is(err, eventstore.ErrIntegrity) {
 		t.Fatalf("verify with the wrong key: want ErrIntegrity, got %v", err)
 	}
-	// A broken link is reported even when every hash is right.
+	// A broken link is reported even when every hash is right, once: the
+	// verifier goes on from the event as stored.
 	v2 := eventstore.NewVerifier(pub)
 	skipped := all[3]
+	var violations []error
 	for _, ev := range all {
 		if ev.Sequence == skipped.Sequence {
 			continue
 		}
 		if err := v2.Check(ev); err != nil {
-			var ie *eventstore.IntegrityError
-			if !errors.As(err, &ie) || ie.Sequence != skipped.Sequence+1 || ie.What != "prev_hash" {
-				t.Fatalf("missing event: want prev_hash violation at %d, got %v", skipped.Sequence+1, err)
-			}
-			return
+			violations = append(violations, err)
 		}
 	}
-	t.Fatal("a missing event went unnoticed")
+	var ie *eventstore.IntegrityError
+	if len(violations) != 1 || !errors.As(violations[0], &ie) || ie.Sequence != skipped.Sequence+1 || ie.What != "prev_hash" {
+		t.Fatalf("missing event: want one prev_hash violation at %d, got %v", skipped.Sequence+1, violations)
+	}
 }
 
 func testTamperDetected(t *testing.T, b Backend, cfg eventstore.Config) {

@@ -1,0 +1,109 @@
+package audit
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/fdj/tresor/eventstore"
+)
+
+// unreadableMax bounds how many unreadable messages a read skips before it
+// gives up: past that, the stream is not worth auditing further.
+const unreadableMax = 1000
+
+// ReadStore feeds a the events of a live stream, as stored, from sequence
+// from to the stream's last sequence at the time of the call, and returns
+// that sequence. Hashes are checked by the auditor, so an altered event is
+// reported at its sequence; a message whose envelope does not even parse
+// is reported too, and reading resumes after it. It returns the read error
+// otherwise.
+func ReadStore(ctx context.Context, store *eventstore.NATSStore, a *Auditor, from uint64) (uint64, error) {
+	last, err := store.LastSequence(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("audit: %w", err)
+	}
+	from = max(from, 1)
+	for skipped := 0; from <= last; skipped++ {
+		err := store.ReadStored(ctx, from, last, func(ev eventstore.RecordedEvent) error {
+			a.Check(ev)
+			from = ev.Sequence + 1
+			return nil
+		})
+		if err == nil {
+			break
+		}
+		v, ok := fromIntegrity(err)
+		if !ok || v.Sequence < from || skipped == unreadableMax {
+			return 0, fmt.Errorf("audit: read the stream from %d: %w", from, err)
+		}
+		a.Unreadable(v)
+		from = v.Sequence + 1
+	}
+	return last, nil
+}
+
+// ReadSeal returns the event at stream sequence seq of a live stream, as
+// stored, which must be a Seal: where NewFromSeal starts.
+func ReadSeal(ctx context.Context, store *eventstore.NATSStore, seq uint64) (eventstore.RecordedEvent, error) {
+	var seal eventstore.RecordedEvent
+	var found bool
+	err := store.ReadStored(ctx, seq, seq, func(ev eventstore.RecordedEvent) error {
+		seal, found = ev, true
+		return nil
+	})
+	if err != nil {
+		return seal, fmt.Errorf("audit: read the seal at %d: %w", seq, err)
+	}
+	return seal, checkSeal(seal, found, seq)
+}
+
+// ReadExport feeds a the events of an NDJSON export (eventstore.ReadExport)
+// from sequence from, in file order, and returns the last sequence read. A
+// malformed line stops the audit with an error naming it.
+func ReadExport(r io.Reader, a *Auditor, from uint64) (uint64, error) {
+	var last uint64
+	err := eventstore.ReadExport(r, func(ev eventstore.RecordedEvent) error {
+		if ev.Sequence >= from {
+			a.Check(ev)
+			last = ev.Sequence
+		}
+		return nil
+	})
+	if err != nil {
+		return last, fmt.Errorf("audit: %w", err)
+	}
+	return last, nil
+}
+
+// errFound stops a read once the event looked for is found.
+var errFound = errors.New("found")
+
+// ExportSeal returns the event at stream sequence seq of an NDJSON export,
+// which must be a Seal: where NewFromSeal starts.
+func ExportSeal(r io.Reader, seq uint64) (eventstore.RecordedEvent, error) {
+	var seal eventstore.RecordedEvent
+	var found bool
+	err := eventstore.ReadExport(r, func(ev eventstore.RecordedEvent) error {
+		if ev.Sequence != seq {
+			return nil
+		}
+		seal, found = ev, true
+		return errFound
+	})
+	if err != nil && !errors.Is(err, errFound) {
+		return seal, fmt.Errorf("audit: find the seal at %d: %w", seq, err)
+	}
+	return seal, checkSeal(seal, found, seq)
+}
+
+func checkSeal(ev eventstore.RecordedEvent, found bool, seq uint64) error {
+	switch {
+	case !found:
+		return fmt.Errorf("audit: no event at sequence %d", seq)
+	case ev.Type != eventstore.SealType:
+		return fmt.Errorf("audit: the event at sequence %d is a %s, not a seal", seq, ev.Type)
+	}
+	return nil
+}

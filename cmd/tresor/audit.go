@@ -1,0 +1,363 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fdj/tresor/audit"
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/projections/memstore"
+	"github.com/fdj/tresor/projections/pgstore"
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+)
+
+// auditOptions are audit's own flags.
+type auditOptions struct {
+	file          string
+	publicKey     string
+	fromSeal      uint64
+	databaseURL   string
+	maxViolations int
+	workers       int
+	asJSON        bool
+	quiet         bool
+	yardstick     bool
+	cpuProf       string
+	inboxPrefix   string
+	sealGapMax    uint64
+}
+
+// auditGCPercent is the garbage collector's target during an audit: the
+// heap may grow to five times what is live (a few hundred MB) between
+// collections.
+const auditGCPercent = 400
+
+// errViolations makes audit exit 1 once its report is written.
+var errViolations = errors.New("the audit found violations")
+
+func init() {
+	var cfg Config
+	var o auditOptions
+	cmd := &cobra.Command{
+		Use:   "audit [--data DIR | --nats URL | --file EXPORT] [--public-key KEY] [--from-seal SEQ]",
+		Short: "Replay the stream or an export and verify everything: chain, seals, decks, plays, prizes, balances, Article 3",
+		Long: "audit reads the stream (the embedded server on --data, or --nats URL), read-only, or an NDJSON\n" +
+			"export (--file), from the first event or from a signed seal (--from-seal), and re-derives every\n" +
+			"check of docs/audit.md from the events alone. It prints a summary and the first violations\n" +
+			"(--json: the report of docs/audit.md) and exits 0 only when everything holds, 1 on violations,\n" +
+			"2 on usage errors. --database-url also compares the PostgreSQL read models with the replay's.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := o.validate(cmd, &cfg); err != nil {
+				return err
+			}
+			pub, err := o.key(&cfg)
+			if err != nil {
+				return err
+			}
+			return runProfiled(cmd, o.cpuProf, func(ctx context.Context) error {
+				out, err := runAudit(ctx, &cfg, o, pub, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				if err := writeReport(cmd, o.asJSON, out); err != nil {
+					return err
+				}
+				if !out.OK {
+					return fmt.Errorf("%w: %d (%s)", errViolations, out.ViolationsTotal, codeList(out.ViolationCounts))
+				}
+				return nil
+			})
+		},
+	}
+	bindStreamFlags(cmd, &cfg)
+	f := cmd.Flags()
+	f.StringVar(&o.file, "file", "", "audit an NDJSON export (tresor export) instead of a live stream")
+	f.StringVar(&o.publicKey, "public-key", "", "the operator's Ed25519 seal public key: 64 hex digits, or a file holding them or the 32 raw bytes (default: derived from <data>/keys/seal.ed25519 when it exists)")
+	f.Uint64Var(&o.fromSeal, "from-seal", 0, "start at the Seal event of this stream sequence instead of the first event")
+	f.StringVar(&o.databaseURL, "database-url", "", "also compare the PostgreSQL read models with the replay's (stream audits from the first event only)")
+	f.IntVar(&o.maxViolations, "max-violations", audit.ViolationsMaxDefault, "how many violations to list (all are counted)")
+	f.Uint64Var(&o.sealGapMax, "seal-gap-max", audit.SealGapMaxDefault, "most events of a chain allowed without a valid seal (the writer seals after every 10 000, later when busy)")
+	f.IntVar(&o.workers, "workers", 0, "goroutines decoding events and running the pure checks (default: one per core)")
+	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object (keys: docs/audit.md)")
+	f.BoolVar(&o.quiet, "quiet", false, "no progress on stderr")
+	f.BoolVar(&o.yardstick, "yardstick", false, "then read the same range raw with an ordered consumer and report the audit's rate as a ratio of it")
+	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the audit to this file (go tool pprof)")
+	f.StringVar(&o.inboxPrefix, "inbox-prefix", nats.InboxPrefix[:len(nats.InboxPrefix)-1],
+		"reply subject prefix with --nats: the one the NATS user may subscribe to (docs/export.md)")
+	rootCmd.AddCommand(cmd)
+}
+
+// validate checks the flags' combinations: usage errors exit 2.
+func (o *auditOptions) validate(cmd *cobra.Command, cfg *Config) error {
+	f := cmd.Flags()
+	if o.file != "" && (f.Changed("data") || f.Changed("nats")) {
+		return usagef("--file: audit either an export or a stream (--data, --nats), not both")
+	}
+	if o.maxViolations < 1 || o.maxViolations > 1_000_000 {
+		return usagef("--max-violations %d: want 1 to 1000000", o.maxViolations)
+	}
+	if o.sealGapMax < 1 {
+		return usagef("--seal-gap-max %d: want 1 or more", o.sealGapMax)
+	}
+	if o.workers < 0 || o.workers > audit.WorkersMax {
+		return usagef("--workers %d: want 0 to %d", o.workers, audit.WorkersMax)
+	}
+	if o.databaseURL != "" && (o.fromSeal != 0 || o.file != "") {
+		return usagef("--database-url: the read models are compared after a replay of the stream from its first event, not with --from-seal or --file")
+	}
+	if o.yardstick && o.file != "" {
+		return usagef("--yardstick: the yardstick reads a live stream, not --file")
+	}
+	if cfg.Data == "" && cfg.NATSURL == "" && o.file == "" {
+		return usagef("--data: empty data directory")
+	}
+	return nil
+}
+
+// key reads the operator's seal public key.
+func (o *auditOptions) key(cfg *Config) (ed25519.PublicKey, error) {
+	if o.publicKey == "" {
+		if o.file == "" && cfg.NATSURL == "" {
+			cfg.SealKeyFile = filepath.Join(cfg.Data, "keys", "seal.ed25519")
+			if _, err := os.Stat(cfg.SealKeyFile); err == nil {
+				priv, err := cfg.sealKey()
+				if err != nil {
+					return nil, usagef("--public-key: %v", err)
+				}
+				return priv.Public().(ed25519.PublicKey), nil
+			}
+		}
+		return nil, usagef("--public-key: the operator's seal public key is needed to verify the seals")
+	}
+	text := strings.TrimSpace(o.publicKey)
+	if len(text) != 2*ed25519.PublicKeySize {
+		b, err := os.ReadFile(o.publicKey)
+		if err != nil {
+			return nil, usagef("--public-key: neither 64 hex digits nor a readable file: %v", err)
+		}
+		if len(b) == ed25519.PublicKeySize {
+			return ed25519.PublicKey(b), nil
+		}
+		text = strings.TrimSpace(string(b))
+	}
+	b, err := hex.DecodeString(text)
+	if err != nil || len(b) != ed25519.PublicKeySize {
+		return nil, usagef("--public-key: want %d hex digits or a file of %d bytes", 2*ed25519.PublicKeySize, ed25519.PublicKeySize)
+	}
+	return ed25519.PublicKey(b), nil
+}
+
+// auditOutput is audit's report: the auditor's, plus where it read from
+// and the yardstick. Its JSON keys are a contract (docs/audit.md).
+type auditOutput struct {
+	*audit.Report
+	Source         string   `json:"source"`
+	Yardstick      *float64 `json:"yardstick_events_per_second,omitempty"`      // float-ok: a rate
+	YardstickRatio *float64 `json:"events_per_second_over_yardstick,omitempty"` // float-ok: a ratio
+}
+
+// runAudit opens the source, feeds the auditor, shows progress and builds
+// the report.
+func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.PublicKey, progress io.Writer) (*auditOutput, error) {
+	rules, err := domain.DefaultRules()
+	if err != nil {
+		return nil, err
+	}
+	// An audit allocates for every event (the NATS client's headers, the
+	// decoded payloads) and keeps little alive (the sold units of open
+	// blocks): collecting less often buys throughput for memory it has.
+	debug.SetGCPercent(auditGCPercent)
+	acfg := audit.Config{Rules: rules, PublicKey: pub, ViolationsMax: o.maxViolations, Workers: o.workers, SealGapMax: o.sealGapMax}
+	if o.databaseURL != "" {
+		acfg.ReadModels = memstore.New(rules)
+	}
+	if o.file != "" {
+		return auditFile(cfg, o, acfg, progress)
+	}
+	st, err := openStreamReadOnly(ctx, cfg, nats.CustomInboxPrefix(o.inboxPrefix))
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	out := &auditOutput{Source: "nats " + cfg.NATSURL}
+	if cfg.NATSURL == "" {
+		out.Source = "data " + cfg.Data
+	}
+	var a *audit.Auditor
+	from := uint64(1)
+	if o.fromSeal != 0 {
+		seal, err := audit.ReadSeal(ctx, st.store, o.fromSeal)
+		if err != nil {
+			return nil, usagef("--from-seal: %v", err)
+		}
+		if a, from, err = audit.NewFromSeal(acfg, seal); err != nil {
+			return nil, err
+		}
+	} else if a, err = audit.New(acfg); err != nil {
+		return nil, err
+	}
+	stopProgress := showProgress(a, o.quiet, progress)
+	last, err := audit.ReadStore(ctx, st.store, a, from)
+	stopProgress()
+	if err != nil {
+		return nil, err
+	}
+	out.Report = a.Finish()
+	if o.databaseURL != "" {
+		if out.Report, err = compareReadModels(ctx, a, o, rules); err != nil {
+			return nil, err
+		}
+	}
+	if o.yardstick {
+		rate, err := eventstore.MeasureOrderedRead(ctx, st.store, from, last)
+		if err != nil {
+			return nil, err
+		}
+		ratio := out.EventsPerSecond / rate
+		out.Yardstick, out.YardstickRatio = &rate, &ratio
+	}
+	return out, nil
+}
+
+// auditFile audits an NDJSON export, from its first event or from a seal
+// found in it (then the file is read twice).
+func auditFile(cfg *Config, o auditOptions, acfg audit.Config, progress io.Writer) (*auditOutput, error) {
+	open := func() (*os.File, error) {
+		f, err := os.Open(o.file)
+		if err != nil {
+			return nil, usagef("--file: %v", err)
+		}
+		return f, nil
+	}
+	f, err := open()
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var a *audit.Auditor
+	from := uint64(1)
+	if o.fromSeal != 0 {
+		seal, err := audit.ExportSeal(f, o.fromSeal)
+		if err != nil {
+			return nil, usagef("--from-seal: %v", err)
+		}
+		if a, from, err = audit.NewFromSeal(acfg, seal); err != nil {
+			return nil, err
+		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+	} else if a, err = audit.New(acfg); err != nil {
+		return nil, err
+	}
+	stopProgress := showProgress(a, o.quiet, progress)
+	_, err = audit.ReadExport(f, a, from)
+	stopProgress()
+	if err != nil {
+		return nil, err
+	}
+	return &auditOutput{Report: a.Finish(), Source: "file " + o.file}, nil
+}
+
+// compareReadModels compares the PostgreSQL read models with the replay's.
+func compareReadModels(ctx context.Context, a *audit.Auditor, o auditOptions, rules *domain.RuleSet) (*audit.Report, error) {
+	pool, err := openDatabase(ctx, o.databaseURL)
+	if err != nil {
+		return nil, err
+	}
+	defer pool.Close()
+	pg, err := pgstore.Open(ctx, pool, pgstore.Config{Rules: rules})
+	if err != nil {
+		return nil, err
+	}
+	defer pg.Close()
+	return a.CompareReadModels(ctx, pg, o.maxViolations)
+}
+
+// showProgress prints the audit's progress on w every second until the
+// returned function is called.
+func showProgress(a *audit.Auditor, quiet bool, w io.Writer) func() {
+	if quiet {
+		return func() {}
+	}
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		start := time.Now()
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				n := a.Checked()
+				fmt.Fprintf(w, "audited %d events (%.0f events/s)\n", n, float64(n)/time.Since(start).Seconds())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-stopped
+	}
+}
+
+// codeList names the violation codes found, with their counts.
+func codeList(counts map[audit.Code]int) string {
+	var parts []string
+	for c, n := range counts {
+		parts = append(parts, fmt.Sprintf("%s ×%d", c, n))
+	}
+	return strings.Join(parts, ", ")
+}
+
+func (r *auditOutput) print(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "source\t%s", r.Source)
+	if r.FromSeal != 0 {
+		fmt.Fprintf(tw, ", from the seal at sequence %d (%d events begun before it not checked in full)", r.FromSeal, r.Unanchored)
+	}
+	fmt.Fprintf(tw, "\nevents\t%d, last sequence %d, %d seals verified\n", r.Events, r.LastSequence, r.Seals)
+	fmt.Fprintf(tw, "plays\t%d, %d settled\n", r.Plays, r.PlaysSettled)
+	fmt.Fprintf(tw, "blocks\t%d opened, %d sold out, %d closed (seed checked)\n", r.Blocks.Opened, r.Blocks.SoldOut, r.Blocks.Closed)
+	for _, p := range r.Prices {
+		fmt.Fprintf(tw, "  %s €\t%d blocks, %d plays, stakes %s €, prizes %s €\n", p.Price, p.Blocks, p.Plays, p.Stakes, p.Prizes)
+	}
+	fmt.Fprintf(tw, "money\tdeposits %s €, withdrawals %s €, stakes %s €, prizes %s €; players hold %s €\n",
+		r.Deposits, r.Withdrawals, r.Stakes, r.Prizes, r.PlayersBalance)
+	fmt.Fprintf(tw, "elapsed\t%.2f s (%.0f events/s)\n", r.ElapsedSeconds, r.EventsPerSecond)
+	if r.Yardstick != nil {
+		fmt.Fprintf(tw, "yardstick\t%.0f events/s in a raw ordered read of the same range; the audit at %.2f of it\n", *r.Yardstick, *r.YardstickRatio)
+	}
+	if r.ReadModelsCompared {
+		fmt.Fprintf(tw, "read models\tcompared with PostgreSQL\n")
+	}
+	if r.OK {
+		fmt.Fprintf(tw, "result\tOK: every check holds\n")
+		return tw.Flush()
+	}
+	fmt.Fprintf(tw, "result\t%d violations (%s); the first %d:\n", r.ViolationsTotal, codeList(r.ViolationCounts), len(r.Violations))
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "sequence\tcode\tsubject\texpected\tfound\n")
+	for _, v := range r.Violations {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", v.Sequence, v.Code, v.Subject, v.Expected, v.Found)
+	}
+	return tw.Flush()
+}
