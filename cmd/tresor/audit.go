@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -185,7 +186,7 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 		acfg.ReadModels = memstore.New(rules)
 	}
 	if o.file != "" {
-		return auditFile(cfg, o, acfg, progress)
+		return auditFile(o, acfg, progress)
 	}
 	st, err := openStreamReadOnly(ctx, cfg, nats.CustomInboxPrefix(o.inboxPrefix))
 	if err != nil {
@@ -196,17 +197,10 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 	if cfg.NATSURL == "" {
 		out.Source = "data " + cfg.Data
 	}
-	var a *audit.Auditor
-	from := uint64(1)
-	if o.fromSeal != 0 {
-		seal, err := audit.ReadSeal(ctx, st.store, o.fromSeal)
-		if err != nil {
-			return nil, usagef("--from-seal: %v", err)
-		}
-		if a, from, err = audit.NewFromSeal(acfg, seal); err != nil {
-			return nil, err
-		}
-	} else if a, err = audit.New(acfg); err != nil {
+	a, from, err := newAuditor(acfg, o.fromSeal, func() (eventstore.RecordedEvent, error) {
+		return audit.ReadSeal(ctx, st.store, o.fromSeal)
+	})
+	if err != nil {
 		return nil, err
 	}
 	stopProgress := showProgress(a, o.quiet, progress)
@@ -234,34 +228,23 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 
 // auditFile audits an NDJSON export, from its first event or from a seal
 // found in it (then the file is read twice).
-func auditFile(cfg *Config, o auditOptions, acfg audit.Config, progress io.Writer) (*auditOutput, error) {
-	open := func() (*os.File, error) {
-		f, err := os.Open(o.file)
-		if err != nil {
-			return nil, usagef("--file: %v", err)
-		}
-		return f, nil
+func auditFile(o auditOptions, acfg audit.Config, progress io.Writer) (*auditOutput, error) {
+	f, err := os.Open(o.file)
+	if err != nil {
+		return nil, usagef("--file: %v", err)
 	}
-	f, err := open()
+	defer f.Close()
+	a, from, err := newAuditor(acfg, o.fromSeal, func() (eventstore.RecordedEvent, error) {
+		return audit.ExportSeal(f, o.fromSeal)
+	})
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	var a *audit.Auditor
-	from := uint64(1)
 	if o.fromSeal != 0 {
-		seal, err := audit.ExportSeal(f, o.fromSeal)
-		if err != nil {
-			return nil, usagef("--from-seal: %v", err)
-		}
-		if a, from, err = audit.NewFromSeal(acfg, seal); err != nil {
-			return nil, err
-		}
+		// Finding the seal read the file: audit it from its start.
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
-	} else if a, err = audit.New(acfg); err != nil {
-		return nil, err
 	}
 	stopProgress := showProgress(a, o.quiet, progress)
 	_, err = audit.ReadExport(f, a, from)
@@ -270,6 +253,20 @@ func auditFile(cfg *Config, o auditOptions, acfg audit.Config, progress io.Write
 		return nil, err
 	}
 	return &auditOutput{Report: a.Finish(), Source: "file " + o.file}, nil
+}
+
+// newAuditor starts an auditor at the first event or, with --from-seal, at
+// the seal find reads; it returns the sequence to read from.
+func newAuditor(acfg audit.Config, fromSeal uint64, find func() (eventstore.RecordedEvent, error)) (*audit.Auditor, uint64, error) {
+	if fromSeal == 0 {
+		a, err := audit.New(acfg)
+		return a, 1, err
+	}
+	seal, err := find()
+	if err != nil {
+		return nil, 0, usagef("--from-seal: %v", err)
+	}
+	return audit.NewFromSeal(acfg, seal)
 }
 
 // compareReadModels compares the PostgreSQL read models with the replay's.
@@ -322,6 +319,7 @@ func codeList(counts map[audit.Code]int) string {
 	for c, n := range counts {
 		parts = append(parts, fmt.Sprintf("%s ×%d", c, n))
 	}
+	slices.Sort(parts) // a stable line, run after run
 	return strings.Join(parts, ", ")
 }
 
