@@ -13,7 +13,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"mime"
+	"net"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
@@ -31,6 +34,14 @@ import (
 const (
 	// BodyMaxBytes bounds a request body; every body of the API is tiny.
 	BodyMaxBytes = 4 << 10
+	// BodyReadTimeout bounds the time a body takes to arrive once the
+	// headers are in: a few KiB take milliseconds, so a body shorter than
+	// its Content-Length or a stalled chunked body is a 400 within it, not
+	// a request held until the server's read timeout.
+	BodyReadTimeout = 2 * time.Second
+	// bodyDepthMax bounds the nesting of a JSON body; the API's bodies
+	// are flat objects.
+	bodyDepthMax = 16
 	// RequestTimeout bounds one request, the read-your-writes wait included.
 	RequestTimeout = 15 * time.Second
 	// RatePerSecond and RateBurst bound one token's requests.
@@ -204,6 +215,42 @@ func (w *statusWriter) WriteHeader(code int) {
 	w.ResponseWriter.WriteHeader(code)
 }
 
+// Unwrap lets http.ResponseController reach the connection.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// deadlineBody is a request body read under BodyReadTimeout. The deadline
+// is lifted once the body has been read to its end: net/http cancels a
+// request whose connection read fails, and the handler's work after the
+// body must not be cut short by a deadline meant for the body. After a
+// failed read it stays, so that net/http's discarding of the unread rest
+// before it answers fails at once too, instead of waiting for a body that
+// is not coming.
+type deadlineBody struct {
+	io.ReadCloser
+	rc *http.ResponseController
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if errors.Is(err, io.EOF) {
+		b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
+}
+
+// withBodyDeadline puts a request's body, if it has one, under
+// BodyReadTimeout (where the connection allows it: not in tests that call
+// ServeHTTP directly).
+func withBodyDeadline(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength == 0 {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(BodyReadTimeout)) == nil {
+		r.Body = &deadlineBody{ReadCloser: r.Body, rc: rc}
+	}
+}
+
 // handler is an endpoint: it returns the answer, or an error for a problem.
 type handler func(r *http.Request, c *Claims) (status int, body any, err error)
 
@@ -212,6 +259,7 @@ type handler func(r *http.Request, c *Claims) (status int, body any, err error)
 func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
 	s.routes = append(s.routes, pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+		withBodyDeadline(w, r)
 		var claims *Claims
 		if allowed != nil {
 			c, err := s.authorize(r, allowed)
@@ -259,7 +307,11 @@ func (s *Server) authorize(r *http.Request, allowed map[Role]bool) (*Claims, err
 	if err != nil {
 		return nil, errUnauthorized
 	}
-	if !s.limiter(raw).Allow() {
+	id, err := c.identity()
+	if err != nil {
+		return nil, err
+	}
+	if !s.limiter(id).Allow() {
 		return nil, errRateLimited
 	}
 	if !allowed[c.Role] {
@@ -271,9 +323,9 @@ func (s *Server) authorize(r *http.Request, allowed map[Role]bool) (*Claims, err
 	return c, nil
 }
 
-// limiter returns the token's rate limiter.
-func (s *Server) limiter(token string) *rate.Limiter {
-	if l, ok := s.limiters.Load(token); ok {
+// limiter returns the rate limiter of a token's identity (Claims.identity).
+func (s *Server) limiter(identity string) *rate.Limiter {
+	if l, ok := s.limiters.Load(identity); ok {
 		return l.(*rate.Limiter)
 	}
 	s.limitMu.Lock()
@@ -282,7 +334,7 @@ func (s *Server) limiter(token string) *rate.Limiter {
 		s.limiters.Clear()
 		s.nLimit = 0
 	}
-	l, loaded := s.limiters.LoadOrStore(token, rate.NewLimiter(RatePerSecond, RateBurst))
+	l, loaded := s.limiters.LoadOrStore(identity, rate.NewLimiter(RatePerSecond, RateBurst))
 	if !loaded {
 		s.nLimit++
 	}
@@ -304,6 +356,9 @@ const (
 	// codeUnavailable: the request could not be served now, and a retry
 	// (with the same idempotency key for a write) is safe.
 	codeUnavailable domain.Code = "unavailable"
+	// codeUnsupportedMediaType: a body declared as something else than
+	// JSON.
+	codeUnsupportedMediaType domain.Code = "unsupported_media_type"
 )
 
 var (
@@ -328,6 +383,7 @@ var statusOf = map[domain.Code]int{
 	codeUnauthorized:             http.StatusUnauthorized,
 	codeRateLimited:              http.StatusTooManyRequests,
 	codeUnavailable:              http.StatusServiceUnavailable,
+	codeUnsupportedMediaType:     http.StatusUnsupportedMediaType,
 }
 
 // problemJSON is an RFC 9457 problem detail with Tresor's stable code.
@@ -382,29 +438,144 @@ func invalidf(format string, args ...any) error {
 	return &domain.Error{Code: domain.CodeInvalidRequest, Message: fmt.Sprintf(format, args...)}
 }
 
-// decode reads exactly one JSON object of a bounded body into v, refusing
-// unknown fields.
+// decode reads exactly one JSON object of a bounded body into v, a pointer
+// to a struct. Besides what encoding/json refuses (malformed JSON, unknown
+// fields, wrong types), it refuses what encoding/json would quietly accept:
+// a body declared as something else than JSON (415), a key repeated in an
+// object at any depth (encoding/json keeps the last one) and a key that
+// names a field of v only when case is ignored ("Amount" for "amount", or
+// "ſ" folding to "s"). A body that does not arrive in full (shorter than
+// its Content-Length, a broken chunked encoding, stalled past
+// BodyReadTimeout) is a 400 too: the client's doing, never an internal error.
 func decode(r *http.Request, v any) error {
+	if err := jsonContent(r); err != nil {
+		return err
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, BodyMaxBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		var netErr net.Error
+		switch {
+		case errors.As(err, &tooBig):
 			return invalidf("body over %d bytes", BodyMaxBytes)
+		case errors.As(err, &netErr) && netErr.Timeout():
+			return invalidf("body not received in full within %s", BodyReadTimeout)
+		case errors.As(err, &netErr):
+			return invalidf("body not received in full: the connection failed")
 		}
-		return fmt.Errorf("read body: %w", err)
+		return invalidf("body not received in full: %v", err)
 	}
-	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return invalidf("body must be a JSON object")
+	if err := checkKeys(body, jsonFields(reflect.TypeOf(v).Elem())); err != nil {
+		return err
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return invalidf("malformed JSON body: %v", err)
 	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return invalidf("body must hold exactly one JSON value")
-	}
 	return nil
+}
+
+// jsonContent refuses a body declared as anything but JSON in UTF-8
+// (RFC 8259): application/json, with or without a charset parameter. A
+// body without Content-Type is read as JSON.
+func jsonContent(r *http.Request) error {
+	cts := r.Header.Values("Content-Type")
+	if len(cts) == 0 {
+		return nil
+	}
+	if len(cts) == 1 {
+		mt, params, err := mime.ParseMediaType(cts[0])
+		cs, hasCharset := params["charset"]
+		if err == nil && mt == "application/json" && (!hasCharset || strings.EqualFold(cs, "utf-8")) {
+			return nil
+		}
+	}
+	return &domain.Error{Code: codeUnsupportedMediaType, Message: fmt.Sprintf("Content-Type %.64q: want application/json", strings.Join(cts, ", "))}
+}
+
+// checkKeys walks body's tokens: it must be one JSON object, no object in it
+// may repeat a key, and the keys of the top-level object must each be
+// exactly one of fields. The walk is bounded by the body's size and by
+// bodyDepthMax.
+func checkKeys(body []byte, fields map[string]bool) error {
+	// object is an open JSON object: its keys so far, and whether its next
+	// token is a key (or its closing brace). An open array is a nil object.
+	type object struct {
+		keys   map[string]bool
+		keyNow bool
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var open []*object
+	for done := false; ; {
+		tok, err := dec.Token()
+		switch {
+		case errors.Is(err, io.EOF) && done:
+			return nil
+		case errors.Is(err, io.EOF):
+			return invalidf("body must be a JSON object")
+		case err != nil:
+			return invalidf("malformed JSON body: %v", err)
+		case done:
+			return invalidf("body must hold exactly one JSON value")
+		case len(open) == 0 && tok != json.Delim('{'):
+			return invalidf("body must be a JSON object")
+		}
+		if n := len(open); n > 0 && open[n-1] != nil && open[n-1].keyNow {
+			if tok != json.Delim('}') {
+				o, k := open[n-1], tok.(string) // the decoder allows only a string here
+				switch {
+				case o.keys[k]:
+					return invalidf("key %.64q appears twice in one object", k)
+				case n == 1 && !fields[k]:
+					return invalidf("unknown field %.64q (field names are case-sensitive)", k)
+				}
+				o.keys[k], o.keyNow = true, false
+				continue
+			}
+			open = open[:n-1]
+		} else {
+			switch tok {
+			case json.Delim('{'), json.Delim('['):
+				if len(open) == bodyDepthMax {
+					return invalidf("body nested deeper than %d", bodyDepthMax)
+				}
+				var o *object
+				if tok == json.Delim('{') {
+					o = &object{keys: map[string]bool{}, keyNow: true}
+				}
+				open = append(open, o)
+				continue
+			case json.Delim(']'):
+				open = open[:len(open)-1]
+			}
+		}
+		// A value has ended: the object holding it expects a key next.
+		if n := len(open); n == 0 {
+			done = true
+		} else if open[n-1] != nil {
+			open[n-1].keyNow = true
+		}
+	}
+}
+
+// jsonFields lists the names encoding/json gives the fields of struct type
+// t (the API's request bodies are flat structs).
+func jsonFields(t reflect.Type) map[string]bool {
+	fields := map[string]bool{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		switch {
+		case !f.IsExported() || name == "-":
+		case name == "":
+			fields[f.Name] = true
+		default:
+			fields[name] = true
+		}
+	}
+	return fields
 }
 
 // amount parses a decimal string amount strictly.
@@ -429,9 +600,19 @@ func idempotencyKey(r *http.Request) (string, error) {
 func player(r *http.Request) (string, error) {
 	p := r.PathValue("player")
 	if !domain.ValidID(p) {
-		return "", invalidf("player id %q is not valid", p)
+		return "", invalidf("player id %.80q is not valid", p)
 	}
 	return p, nil
+}
+
+// playID returns the path's play id, checked: a block id, "-U" and a
+// six-digit unit (domain.PlayID).
+func playID(r *http.Request) (string, error) {
+	id := r.PathValue("play")
+	if block, _, ok := domain.ParsePlayID(id); !ok || !domain.ValidID(block) {
+		return "", invalidf("play id %.80q is not valid", id)
+	}
+	return id, nil
 }
 
 // execute runs a command until durable and records its append metrics.

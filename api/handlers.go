@@ -196,7 +196,7 @@ func (s *Server) account(r *http.Request, _ *Claims) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	seq, err := minSeq(r)
+	seq, err := s.minSeq(r)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -204,8 +204,9 @@ func (s *Server) account(r *http.Request, _ *Claims) (int, any, error) {
 }
 
 // minSeq reads the optional read-your-writes position: the min_seq query
-// parameter or the Tresor-Min-Seq header.
-func minSeq(r *http.Request) (uint64, error) {
+// parameter or the Tresor-Min-Seq header. A position beyond the stream's
+// head is refused at once: no wait would reach it.
+func (s *Server) minSeq(r *http.Request) (uint64, error) {
 	v := r.URL.Query().Get("min_seq")
 	if v == "" {
 		v = r.Header.Get("Tresor-Min-Seq")
@@ -215,9 +216,38 @@ func minSeq(r *http.Request) (uint64, error) {
 	}
 	n, err := strconv.ParseUint(v, 10, 64)
 	if err != nil || n == 0 {
-		return 0, invalidf("min_seq %q: want a positive stream sequence", v)
+		return 0, invalidf("min_seq %.32q: want a positive stream sequence", v)
+	}
+	if n <= s.cfg.Writer.LastSeq() {
+		return n, nil
+	}
+	// A head that cannot be read refuses nothing: the bounded wait then
+	// decides, as it would without this check.
+	if head, err := s.head(r.Context()); err == nil && n > head {
+		return 0, invalidf("min_seq %d: the stream ends at %d", n, head)
 	}
 	return n, nil
+}
+
+// head is the stream's last sequence as far as this server can tell: the
+// writer's last event, or past it the seals the committer appends, which
+// the projections and the stream itself show. It is read only for a
+// min_seq past the writer's, so the normal path costs no round trip.
+func (s *Server) head(ctx context.Context) (uint64, error) {
+	head := s.cfg.Writer.LastSeq()
+	cp, err := s.cfg.Store.Checkpoint(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("stream head: %w", err)
+	}
+	head = max(head, cp)
+	if s.cfg.Runner != nil {
+		lag, err := s.cfg.Runner.Lag(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("stream head: %w", err)
+		}
+		head = max(head, lag.Head)
+	}
+	return head, nil
 }
 
 // playRequest is POST plays' body.
@@ -338,9 +368,9 @@ func (s *Server) throw(r *http.Request, _ *Claims) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	id := r.PathValue("play")
-	if _, _, ok := domain.ParsePlayID(id); !ok {
-		return 0, nil, invalidf("play id %q is not valid", id)
+	id, err := playID(r)
+	if err != nil {
+		return 0, nil, err
 	}
 	var req throwRequest
 	if err := decodeOptional(r, &req); err != nil {
@@ -473,7 +503,7 @@ func validCursor(c string) bool {
 
 // waitMin waits for the optional min_seq before a read.
 func (s *Server) waitMin(r *http.Request) error {
-	seq, err := minSeq(r)
+	seq, err := s.minSeq(r)
 	if err != nil || seq == 0 {
 		return err
 	}
@@ -500,9 +530,9 @@ func (s *Server) getPlay(r *http.Request, _ *Claims) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	id := r.PathValue("play")
-	if _, _, ok := domain.ParsePlayID(id); !ok {
-		return 0, nil, invalidf("play id %q is not valid", id)
+	id, err := playID(r)
+	if err != nil {
+		return 0, nil, err
 	}
 	if err := s.waitMin(r); err != nil {
 		return 0, nil, err
@@ -651,8 +681,12 @@ type reconciliationJSON struct {
 	Rows []projections.Reconciliation `json:"rows"`
 }
 
-// reconciliation answers per emission (emission=ID filters one), per day
-// (from and to, YYYY-MM-DD, inclusive) or per block (scope=block).
+// reconciliation answers per emission, per block or per day (scope; day
+// when only from or to is given, emission otherwise). emission=ID keeps one
+// emission's rows: its own (scope=emission) or its blocks' (scope=block).
+// Day rows add up every emission's activity, so emission= with scope=day
+// is refused rather than answered unfiltered; from and to (YYYY-MM-DD,
+// inclusive) filter day rows only, and are refused with another scope.
 func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
 	q := r.URL.Query()
 	emission, from, to := q.Get("emission"), q.Get("from"), q.Get("to")
@@ -663,14 +697,19 @@ func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
 	case scope == "":
 		scope = projections.ScopeEmission
 	case !projections.ValidScope(scope):
-		return 0, nil, invalidf("scope %q: want block, emission or day", scope)
+		return 0, nil, invalidf("scope %.32q: want block, emission or day", scope)
 	}
-	if emission != "" && !domain.ValidID(emission) {
-		return 0, nil, invalidf("emission %q is not valid", emission)
+	switch {
+	case emission != "" && !domain.ValidID(emission):
+		return 0, nil, invalidf("emission %.80q is not valid", emission)
+	case emission != "" && scope == projections.ScopeDay:
+		return 0, nil, invalidf("emission %s: day rows add up every emission; ask scope=emission or scope=block", emission)
+	case (from != "" || to != "") && scope != projections.ScopeDay:
+		return 0, nil, invalidf("from and to filter day rows: ask scope=day, not scope=%s", scope)
 	}
 	for _, d := range []string{from, to} {
 		if _, err := time.Parse(time.DateOnly, d); d != "" && err != nil {
-			return 0, nil, invalidf("date %q: want YYYY-MM-DD", d)
+			return 0, nil, invalidf("date %.32q: want YYYY-MM-DD", d)
 		}
 	}
 	if err := s.waitMin(r); err != nil {
@@ -682,11 +721,9 @@ func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
 	}
 	kept := rows[:0]
 	for _, row := range rows {
-		if (scope == projections.ScopeEmission && emission != "" && row.Key != emission) ||
-			(scope == projections.ScopeDay && ((from != "" && row.Key < from) || (to != "" && row.Key > to))) {
-			continue
+		if keepRow(row, emission, from, to) {
+			kept = append(kept, row)
 		}
-		kept = append(kept, row)
 	}
 	if strings.Contains(r.Header.Get("Accept"), "text/csv") {
 		var buf bytes.Buffer
@@ -696,4 +733,18 @@ func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
 		return http.StatusOK, csvBody(buf.String()), nil
 	}
 	return http.StatusOK, reconciliationJSON{Rows: kept}, nil
+}
+
+// keepRow reports whether a reconciliation row passes the filters: the
+// emission (of an emission row, or of a block row's block) and the days
+// between from and to ("" for no bound).
+func keepRow(row projections.Reconciliation, emission, from, to string) bool {
+	switch row.Scope {
+	case projections.ScopeEmission:
+		return emission == "" || row.Key == emission
+	case projections.ScopeBlock:
+		e, _ := domain.BlockEmission(row.Key)
+		return emission == "" || e == emission
+	}
+	return (from == "" || row.Key >= from) && (to == "" || row.Key <= to)
 }

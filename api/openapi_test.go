@@ -2,13 +2,18 @@ package api_test
 
 import (
 	"bufio"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fdj/tresor/api"
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/projections/memstore"
 )
 
 // TestOpenAPIMatchesRoutes holds api/openapi.yaml to the server's routes:
@@ -44,5 +49,70 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	slices.Sort(documented)
 	if !slices.Equal(routes, documented) {
 		t.Fatalf("routes and openapi.yaml disagree:\nserver:  %v\nopenapi: %v", routes, documented)
+	}
+}
+
+// TestOpenAPIParameterPatternsMatchTheServer holds the patterns that
+// api/openapi.yaml gives the ids of paths and queries to the server's own
+// checks: for every sample id, the pattern matches exactly when the server
+// takes the id (answers anything but 400).
+func TestOpenAPIParameterPatternsMatchTheServer(t *testing.T) {
+	doc, err := os.ReadFile("openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	param := regexp.MustCompile(`\{name: (\w+), in: (path|query),.*?pattern: '([^']*)'`)
+	patterns := map[string]*regexp.Regexp{}
+	for _, m := range param.FindAllStringSubmatch(string(doc), -1) {
+		patterns[m[1]] = regexp.MustCompile(m[3])
+	}
+	if n := strings.Count(string(doc), "in: path"); n != 3 {
+		t.Errorf("%d path parameters, want player, play and block, each declared once", n)
+	}
+
+	rules, err := domain.DefaultRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := api.NewTokens(make([]byte, api.TokenKeySize))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := api.NewServer(api.Config{Store: memstore.New(rules), Tokens: tokens})
+	mint := func(role api.Role) string {
+		tok, err := tokens.Mint(role, "", time.Hour, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tok
+	}
+	op, fin := mint(api.RoleOperator), mint(api.RoleFinance)
+	// probes asks the server about one id in the place each parameter has.
+	probes := map[string]func(id string) (path, token string){
+		"player":   func(id string) (string, string) { return "/v1/players/" + url.PathEscape(id) + "/plays/last", op },
+		"play":     func(id string) (string, string) { return "/v1/players/p-1/plays/" + url.PathEscape(id), op },
+		"block":    func(id string) (string, string) { return "/v1/blocks/" + url.PathEscape(id), op },
+		"emission": func(id string) (string, string) { return "/v1/reconciliation?emission=" + url.QueryEscape(id), fin },
+		"after":    func(id string) (string, string) { return "/v1/blocks?after=" + url.QueryEscape(id), op },
+	}
+	samples := []string{"p-42", "P_42", "a", strings.Repeat("a", 64), strings.Repeat("a", 65), "a.b", "a b", "ü", "a/b", "a%b", "-", "_",
+		"E0001", "E0001-B001", "E0001-B001-U000001", "E0001-B001-U00001", "E0001-B001-U0000001", "-U000001", "a.b-U000001",
+		"a-U00000x", "x-U123456", strings.Repeat("a", 64) + "-U000001", strings.Repeat("a", 65) + "-U000001", "E0001-B001-U000001-U000002"}
+	for name, probe := range probes {
+		pattern := patterns[name]
+		if pattern == nil {
+			t.Errorf("parameter %s has no pattern in openapi.yaml", name)
+			continue
+		}
+		for _, id := range samples {
+			path, token := probe(id)
+			r := httptest.NewRequest("GET", path, nil)
+			r.Header.Set("Authorization", "Bearer "+token)
+			w := httptest.NewRecorder()
+			srv.ServeHTTP(w, r)
+			if taken := w.Code != 400; taken != pattern.MatchString(id) {
+				t.Errorf("%s %q: the server answers %d, the pattern %s matches: %t", name, id, w.Code, pattern, pattern.MatchString(id))
+			}
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -89,4 +90,17 @@ func (t *Tokens) Verify(raw string) (*Claims, error) {
 		return nil, errors.New("verify token: role and player do not agree")
 	}
 	return &c, nil
+}
+
+// identity is what a token is known by, for its rate limit: its verified
+// claims, not its spelling. One HS256 signature has four base64url
+// spellings that verify (its last character carries two unused bits,
+// which golang-jwt ignores), so a key on the raw token would give one
+// token four budgets.
+func (c *Claims) identity() (string, error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("token identity: %w", err)
+	}
+	return string(b), nil
 }

@@ -383,6 +383,20 @@ func ParsePlayID(id string) (block string, unit uint32, ok bool) {
 	return id[:i], uint32(n), true
 }
 
+// BlockEmission reads the emission out of a block id: a block is named
+// after its emission and its index in it ("E0001-B002", see blockOpened),
+// so an id tells its emission without a lookup.
+func BlockEmission(block string) (emission string, ok bool) {
+	i := strings.LastIndex(block, "-B")
+	if i <= 0 {
+		return "", false
+	}
+	if _, err := strconv.ParseUint(block[i+2:], 10, 32); err != nil {
+		return "", false
+	}
+	return block[:i], true
+}
+
 // livePlay returns a play in progress of the player. A play of the player
 // that is over is play_finished; a play of another player, or no play at
 // all, is not_found, so nothing tells whether another player's play exists.

@@ -88,7 +88,7 @@ func init() {
 	f.StringVar(&o.file, "file", "", "audit an NDJSON export (tresor export) instead of a live stream")
 	f.StringVar(&o.publicKey, "public-key", "", "the operator's Ed25519 seal public key: 64 hex digits, or a file holding them or the 32 raw bytes (default: derived from <data>/keys/seal.ed25519 when it exists)")
 	f.Uint64Var(&o.fromSeal, "from-seal", 0, "start at the Seal event of this stream sequence instead of the first event")
-	f.StringVar(&o.databaseURL, "database-url", "", "also compare the PostgreSQL read models with the replay's (stream audits from the first event only)")
+	f.StringVar(&o.databaseURL, "database-url", "", "also compare the PostgreSQL read models with the replay's (stream audits from the first event only); give a password in PGPASSWORD or ~/.pgpass, not here")
 	f.IntVar(&o.maxViolations, "max-violations", audit.ViolationsMaxDefault, "how many violations to list (all are counted)")
 	f.Uint64Var(&o.sealGapMax, "seal-gap-max", audit.SealGapMaxDefault, "most events of a chain allowed without a valid seal (the writer seals after every 10 000, later when busy)")
 	f.IntVar(&o.workers, "workers", 0, "goroutines decoding events and running the pure checks (default: one per core)")
@@ -193,7 +193,7 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 		return nil, err
 	}
 	defer st.Close()
-	out := &auditOutput{Source: "nats " + cfg.NATSURL}
+	out := &auditOutput{Source: "nats " + redactURL(cfg.NATSURL)}
 	if cfg.NATSURL == "" {
 		out.Source = "data " + cfg.Data
 	}

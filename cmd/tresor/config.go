@@ -66,7 +66,7 @@ func envOr(flag, def string) string {
 func bindStreamFlags(cmd *cobra.Command, c *Config) {
 	f := cmd.Flags()
 	f.StringVar(&c.Data, "data", envOr("data", "./tresor-data"), "data directory of the embedded server and its keys ($TRESOR_DATA)")
-	f.StringVar(&c.NATSURL, "nats", envOr("nats", ""), "URL of an external NATS cluster instead of the embedded server ($TRESOR_NATS_URL)")
+	connectionFlag(f, &c.NATSURL, "nats", "URL of an external NATS cluster instead of the embedded server ($TRESOR_NATS_URL; put a password there, not on the command line)")
 }
 
 // bindStoreFlags adds the flags that say where the stream lives and how a

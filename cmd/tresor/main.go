@@ -37,8 +37,8 @@ var rootCmd = &cobra.Command{
 
 func main() {
 	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	if err := rootCmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "tresor:", err)
+	if cmd, err := rootCmd.ExecuteC(); err != nil {
+		fmt.Fprintln(os.Stderr, "tresor:", redactErr(err, connectionStrings(cmd)...))
 		var ue usageError
 		if errors.As(err, &ue) {
 			os.Exit(exitUsage)

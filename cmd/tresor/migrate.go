@@ -28,7 +28,7 @@ func init() {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&databaseURL, "database-url", envOr("database-url", ""), "PostgreSQL URL of the projections ($TRESOR_DATABASE_URL)")
+	connectionFlag(cmd.Flags(), &databaseURL, "database-url", "PostgreSQL URL of the projections ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	rootCmd.AddCommand(cmd)
 }
 

@@ -31,7 +31,7 @@ func init() {
 		},
 	}
 	bindStoreFlags(rebuild, &cfg)
-	rebuild.Flags().StringVar(&cfg.DatabaseURL, "database-url", envOr("database-url", ""), "PostgreSQL URL of the projections ($TRESOR_DATABASE_URL)")
+	connectionFlag(rebuild.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	group.AddCommand(rebuild)
 	rootCmd.AddCommand(group)
 }

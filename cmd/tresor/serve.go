@@ -45,7 +45,7 @@ func init() {
 	bindStoreFlags(cmd, &cfg)
 	bindTokenFlag(cmd, &cfg)
 	cmd.Flags().StringVar(&cfg.HTTP, "http", envOr("http", "127.0.0.1:8080"), "address the HTTP API listens on ($TRESOR_HTTP)")
-	cmd.Flags().StringVar(&cfg.DatabaseURL, "database-url", envOr("database-url", ""), "PostgreSQL URL of the projections instead of memory ($TRESOR_DATABASE_URL)")
+	connectionFlag(cmd.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections instead of memory ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	rootCmd.AddCommand(cmd)
 }
 

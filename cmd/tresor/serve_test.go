@@ -139,7 +139,13 @@ type call struct {
 // do sends c and returns the status and the decoded JSON answer.
 func (s *server) do(c call) (int, map[string]any) {
 	s.tb.Helper()
-	status, m, err := s.send(c)
+	return s.doWith(c, nil)
+}
+
+// doWith sends c with extra headers (Content-Type, Tresor-Min-Seq...).
+func (s *server) doWith(c call, header http.Header) (int, map[string]any) {
+	s.tb.Helper()
+	status, m, err := s.sendWith(c, header)
 	if err != nil {
 		s.tb.Fatal(err)
 	}
@@ -147,10 +153,15 @@ func (s *server) do(c call) (int, map[string]any) {
 }
 
 // send is do for any goroutine: it returns what do would fail the test on.
-func (s *server) send(c call) (int, map[string]any, error) {
+func (s *server) send(c call) (int, map[string]any, error) { return s.sendWith(c, nil) }
+
+func (s *server) sendWith(c call, header http.Header) (int, map[string]any, error) {
 	req, err := http.NewRequest(c.method, s.url+c.path, strings.NewReader(c.body))
 	if err != nil {
 		return 0, nil, err
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -372,10 +383,7 @@ func (s *server) getText(path, token string) string {
 // endpoint: each is a 4xx problem, and the stream does not move.
 func TestMalformedRequestsRecordNothing(t *testing.T) {
 	s := startServe(t, t.TempDir())
-	op, p42 := s.token("operator", ""), s.token("player", "p-42")
-	s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":1}`})
-	s.must(200, call{"PUT", "/v1/players/p-42", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"50.00"}`})
-	s.must(200, call{"POST", "/v1/players/p-42/deposits", op, "d1", `{"amount":"20.00"}`})
+	op, p42 := s.fundedPlayer()
 	before := s.must(200, call{"GET", "/v1/health", "", "", ""})["writer_seq"]
 	big := `{"amount":"` + strings.Repeat("1", 5000) + `"}`
 	bodies := []string{``, `{`, `[]`, `null`, `{"amount":"1.00"} {}`, `{"amount":"1.00","x":1}`, `{"amount":1}`,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/fdj/tresor/domain"
@@ -312,8 +313,11 @@ func (s *Store) History(ctx context.Context, player, before string, limit int) (
 	if err != nil {
 		return projections.HistoryPage{}, fmt.Errorf("history of %s: %w", player, err)
 	}
-	if cursor == 0 {
-		cursor = 1 << 62
+	// The seq column is a bigint: a cursor past its range (as far as any
+	// stream goes) reads as the newest page, as it does in memory, instead
+	// of wrapping to a negative number that matches nothing.
+	if cursor == 0 || cursor > math.MaxInt64 {
+		cursor = math.MaxInt64
 	}
 	q, err := s.refresh(ctx, false)
 	if err != nil {

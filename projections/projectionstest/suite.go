@@ -465,8 +465,24 @@ func testBounds(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
 	if _, err := s.Accounts(ctx, "", projections.PageMax+1); !errors.Is(err, projections.ErrInvalid) {
 		t.Errorf("accounts page of %d: %v", projections.PageMax+1, err)
 	}
-	if _, err := s.History(ctx, "p1", "not-a-cursor", 5); !errors.Is(err, projections.ErrInvalid) {
-		t.Errorf("history with a bad cursor: %v", err)
+	for _, bad := range []string{"not-a-cursor", "0", "-1", "18446744073709551616", "1e3", "+5", " 5"} {
+		if _, err := s.History(ctx, "p1", bad, 5); !errors.Is(err, projections.ErrInvalid) {
+			t.Errorf("history before %q: %v, want ErrInvalid", bad, err)
+		}
+	}
+	// A cursor past every play, up to the largest a cursor can spell, is
+	// the newest page; a cursor before every play is an empty one.
+	newest, err := s.History(ctx, "p1", "", 2)
+	if err != nil || len(newest.Plays) != 2 || newest.Next == "" {
+		t.Fatalf("newest history page: %+v, %v", newest, err)
+	}
+	for _, far := range []string{"18446744073709551615", "9223372036854775808", "9223372036854775807"} {
+		if page, err := s.History(ctx, "p1", far, 2); err != nil || !reflect.DeepEqual(page, newest) {
+			t.Errorf("history before %s: %+v, %v; want the newest page %+v", far, page, err, newest)
+		}
+	}
+	if page, err := s.History(ctx, "p1", "1", 2); err != nil || len(page.Plays) != 0 || page.Next != "" {
+		t.Errorf("history before 1: %+v, %v; want an empty page", page, err)
 	}
 	if _, err := s.Journal(ctx, domain.PlayerAccount("p1"), projections.JournalCursor{}, -1); !errors.Is(err, projections.ErrInvalid) {
 		t.Errorf("journal page of -1: %v", err)
