@@ -55,10 +55,59 @@ const (
 	emissionBlocksMax = 1000
 )
 
+// Writer is the write side as the API sees it: the settlement writer, or
+// whatever stands for it while it starts or lives elsewhere.
+type Writer interface {
+	// Execute decides a command and returns once its events are durable
+	// (for a refusal or a retry, once what it was decided on is durable).
+	// Errors: *domain.Error for a refusal, settlement.ErrStopped or
+	// ErrNotReady when no writer can take it now, or the context's.
+	Execute(ctx context.Context, cmd domain.Command) (settlement.Result, error)
+	// LastSeq is the stream sequence of the last event known durable.
+	LastSeq() uint64
+}
+
+// ErrNotReady is returned by a Writer that cannot take commands now: the
+// service is starting, or has lost its stream. It is answered 503
+// unavailable, with its message.
+var ErrNotReady = errors.New("not ready")
+
+// ReadyStatus is where the service is on its way to answering consistently.
+type ReadyStatus string
+
+// Readiness statuses. A service is starting until its writer has rebuilt its
+// state and its projections have caught up with the writer's head as it was
+// then; it is ready afterwards, and unavailable (never starting again) while
+// its writer has stopped or cannot reach the stream.
+const (
+	StatusStarting    ReadyStatus = "starting"
+	StatusReady       ReadyStatus = "ready"
+	StatusUnavailable ReadyStatus = "unavailable"
+)
+
+// Readiness is the service's readiness with the positions behind it.
+type Readiness struct {
+	Status ReadyStatus `json:"status"`
+	// Reason says why the service is not ready ("" when it is).
+	Reason string `json:"reason,omitempty"`
+	// WriterSeq is the writer's last durable sequence, StartSeq the head
+	// the projections must reach before the service is first ready, and
+	// ProjectionSeq where they are.
+	WriterSeq     uint64 `json:"writer_seq"`
+	StartSeq      uint64 `json:"start_seq"`
+	ProjectionSeq uint64 `json:"projection_seq"`
+	// Lag is how many sequences the projections are behind the writer.
+	Lag uint64 `json:"lag"`
+}
+
 // Config is what the API stands on.
 type Config struct {
 	// Writer executes commands; every write of the API goes through it.
-	Writer *settlement.Writer
+	Writer Writer
+	// Readiness tells, without I/O, whether the service is ready; nil means
+	// always ready. Until the service is first ready every endpoint but
+	// health, readiness and metrics answers 503 unavailable.
+	Readiness func() Readiness
 	// Store is the projections every read is answered from.
 	Store projections.Store
 	// Runner gives the projection lag for /metrics; nil leaves it out.
@@ -112,6 +161,7 @@ func NewServer(cfg Config) *Server {
 		}))
 	}
 	s.handle("GET /v1/health", nil, s.health)
+	s.handle("GET /v1/ready", nil, s.ready)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	s.routes = append(s.routes, "GET /metrics")
 	s.handle("PUT /v1/players/{player}", roles(RoleOperator), s.configure)
@@ -218,6 +268,12 @@ func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
 				return
 			}
 			claims = c
+			// Nothing is answered from read models that have not caught
+			// up with the log yet: stale data would pass for current.
+			if rd := s.readiness(); rd.Status == StatusStarting {
+				s.problem(w, r, fmt.Errorf("%w: starting: %s", ErrNotReady, rd.Reason))
+				return
+			}
 		}
 		status, body, err := h(r, claims)
 		if err != nil {
@@ -231,6 +287,9 @@ func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if status == http.StatusServiceUnavailable {
+			w.Header().Set("Retry-After", "1")
+		}
 		w.WriteHeader(status)
 		json.NewEncoder(w).Encode(body)
 	})
@@ -318,6 +377,7 @@ var statusOf = map[domain.Code]int{
 	domain.CodeConflict:          http.StatusConflict,
 	domain.CodeNoOpenBlock:       http.StatusConflict,
 	domain.CodePlayFinished:      http.StatusConflict,
+	domain.CodeThrowOutOfTurn:    http.StatusConflict,
 	domain.CodeForbidden:         http.StatusForbidden,
 	domain.CodeInternal:          http.StatusInternalServerError,
 	codeUnauthorized:             http.StatusUnauthorized,
@@ -345,6 +405,8 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 		de = &domain.Error{Code: domain.CodeNotFound, Message: "not found"}
 	case errors.Is(err, projections.ErrInvalid):
 		de = &domain.Error{Code: domain.CodeInvalidRequest, Message: err.Error()}
+	case errors.Is(err, ErrNotReady):
+		de = &domain.Error{Code: codeUnavailable, Message: "the service is not ready (" + strings.TrimPrefix(err.Error(), ErrNotReady.Error()+": ") + "); retry shortly, with the same idempotency key for a write"}
 	case errors.Is(err, settlement.ErrStopped):
 		s.cfg.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 		de = &domain.Error{Code: codeUnavailable, Message: "the settlement writer has stopped; retry with the same idempotency key once the service is back"}
@@ -579,12 +641,32 @@ func (s *Server) waitFor(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-func (s *Server) health(r *http.Request, _ *Claims) (int, any, error) {
-	cp, err := s.cfg.Store.Checkpoint(r.Context())
-	if err != nil {
-		return 0, nil, fmt.Errorf("health: %w", err)
+// readiness returns the service's readiness: ready when nothing tells (an
+// API over read models alone, as in tests).
+func (s *Server) readiness() Readiness {
+	if s.cfg.Readiness == nil {
+		return Readiness{Status: StatusReady}
 	}
-	return http.StatusOK, map[string]any{"status": "ok", "projection_seq": cp, "writer_seq": s.cfg.Writer.LastSeq()}, nil
+	return s.cfg.Readiness()
+}
+
+// health is liveness: the process answers. It stays cheap and 200 whatever
+// the readiness, which it shows beside the positions.
+func (s *Server) health(r *http.Request, _ *Claims) (int, any, error) {
+	rd := s.readiness()
+	return http.StatusOK, map[string]any{"status": "ok", "readiness": rd.Status, "projection_seq": rd.ProjectionSeq, "writer_seq": rd.WriterSeq}, nil
+}
+
+// ready is readiness: 200 once the writer has rebuilt its state and the
+// projections have caught up with its head as it was then, 503 with
+// Retry-After before that and while the writer has stopped or lost the
+// stream.
+func (s *Server) ready(r *http.Request, _ *Claims) (int, any, error) {
+	rd := s.readiness()
+	if rd.Status != StatusReady {
+		return http.StatusServiceUnavailable, rd, nil
+	}
+	return http.StatusOK, rd, nil
 }
 
 // csvBody is an answer written as text/csv.

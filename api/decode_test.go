@@ -30,7 +30,7 @@ func TestDecodeRefusesWhatEncodingJSONAccepts(t *testing.T) {
 	// encoding/json alone takes these for the fields they fold to: the
 	// test is about the difference.
 	var folded accountRequest
-	if err := json.Unmarshal([]byte(`{"ſelf_excluded":true,"WEEKLY_STAKE_LIMIT":"1"}`), &folded); err != nil || !folded.SelfExcluded || folded.WeeklyStakeLimit == nil {
+	if err := json.Unmarshal([]byte(`{"ſelf_excluded":true,"WEEKLY_STAKE_LIMIT":"1"}`), &folded); err != nil || folded.SelfExcluded == nil || !*folded.SelfExcluded || folded.WeeklyStakeLimit == nil {
 		t.Fatalf("encoding/json no longer folds names (%+v, %v): decode's check may be simplified", folded, err)
 	}
 	const invalid, unsupported = domain.CodeInvalidRequest, codeUnsupportedMediaType

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/projections"
+	"github.com/fdj/tresor/settlement"
 )
 
 // accountRequest is PUT /v1/players/{player}'s body; a limit left out is
@@ -19,7 +20,9 @@ import (
 type accountRequest struct {
 	WeeklyDepositLimit *string `json:"weekly_deposit_limit"`
 	WeeklyStakeLimit   *string `json:"weekly_stake_limit"`
-	SelfExcluded       bool    `json:"self_excluded"`
+	// SelfExcluded true excludes the player; false asks to lift an
+	// exclusion (refused); absent leaves it as it is.
+	SelfExcluded *bool `json:"self_excluded"`
 }
 
 // accountJSON is an account as the API shows it.
@@ -36,6 +39,10 @@ type accountJSON struct {
 	WeeklyStakeLimit   *limitJSON    `json:"weekly_stake_limit"`
 	OpenedAt           time.Time     `json:"opened_at"`
 	Seq                uint64        `json:"seq"`
+	// BalanceAfter is, in a deposit's or a withdrawal's answer, the balance
+	// right after that movement: the same on every retry, whatever moved
+	// the account since.
+	BalanceAfter *domain.Amount `json:"balance_after,omitempty"`
 }
 
 // limitJSON is a weekly limit: in force now, and a raise waiting its 24 h.
@@ -67,14 +74,22 @@ func accountView(a projections.Account) accountJSON {
 
 // readAccount waits for seq and reads the account.
 func (s *Server) readAccount(r *http.Request, p string, seq uint64) (int, any, error) {
-	if err := s.waitFor(r.Context(), seq); err != nil {
+	v, err := s.accountAt(r, p, seq)
+	if err != nil {
 		return 0, nil, err
+	}
+	return http.StatusOK, v, nil
+}
+
+func (s *Server) accountAt(r *http.Request, p string, seq uint64) (accountJSON, error) {
+	if err := s.waitFor(r.Context(), seq); err != nil {
+		return accountJSON{}, err
 	}
 	a, err := s.cfg.Store.Account(r.Context(), p)
 	if err != nil {
-		return 0, nil, fmt.Errorf("account %s: %w", p, err)
+		return accountJSON{}, fmt.Errorf("account %s: %w", p, err)
 	}
-	return http.StatusOK, accountView(a), nil
+	return accountView(a), nil
 }
 
 func (s *Server) configure(r *http.Request, _ *Claims) (int, any, error) {
@@ -86,7 +101,10 @@ func (s *Server) configure(r *http.Request, _ *Claims) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	cmd := domain.ConfigureAccount{Player: p, SelfExcluded: req.SelfExcluded}
+	cmd := domain.ConfigureAccount{Player: p}
+	if req.SelfExcluded != nil {
+		cmd.SelfExcluded, cmd.LiftSelfExclusion = *req.SelfExcluded, !*req.SelfExcluded
+	}
 	for _, l := range []struct {
 		name string
 		in   *string
@@ -135,7 +153,30 @@ func (s *Server) money(r *http.Request, mk func(player string, a domain.Amount, 
 	if err != nil {
 		return 0, nil, err
 	}
-	return s.readAccount(r, p, res.LastSeq())
+	v, err := s.accountAt(r, p, res.LastSeq())
+	if err != nil {
+		return 0, nil, err
+	}
+	after := balanceAfter(res)
+	v.BalanceAfter = &after
+	return http.StatusOK, v, nil
+}
+
+// balanceAfter is the balance a deposit or a withdrawal left, from its
+// event or, for a retry, from the first result.
+func balanceAfter(res settlement.Result) domain.Amount {
+	if res.Replay != nil {
+		return res.Replay.Balance
+	}
+	for _, e := range res.Events {
+		switch e := e.(type) {
+		case *domain.FundsDeposited:
+			return e.Balance
+		case *domain.FundsWithdrawn:
+			return e.Balance
+		}
+	}
+	return 0
 }
 
 func (s *Server) deposit(r *http.Request, _ *Claims) (int, any, error) {
@@ -315,6 +356,13 @@ type chestJSON struct {
 	Symbol domain.Symbol `json:"symbol"`
 }
 
+// throwRequest is POST throws' body: the throw it makes, 1 to 4. A body
+// without it (or no body) makes the next throw, as before the field
+// existed; such a request is not safe to retry.
+type throwRequest struct {
+	Throw *int `json:"throw"`
+}
+
 func (s *Server) throw(r *http.Request, _ *Claims) (int, any, error) {
 	p, err := player(r)
 	if err != nil {
@@ -324,37 +372,84 @@ func (s *Server) throw(r *http.Request, _ *Claims) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	if err := decodeEmpty(r); err != nil {
+	var req throwRequest
+	if err := decodeOptional(r, &req); err != nil {
 		return 0, nil, err
 	}
-	res, err := s.execute(r.Context(), domain.MakeThrow{Player: p, Play: id})
-	if err != nil {
+	n := 0
+	if req.Throw != nil {
+		if n = *req.Throw; n < 1 || n > domain.ThrowCount {
+			return 0, nil, invalidf("throw %d: want 1 to %d", n, domain.ThrowCount)
+		}
+	}
+	res, err := s.execute(r.Context(), domain.MakeThrow{Player: p, Play: id, Throw: n})
+	switch {
+	case err == nil && res.Replay != nil:
+		return s.madeThrow(r, p, id, n)
+	case n > 0 && errors.Is(err, domain.ErrNotFound):
+		// The writer forgets a play's owner once its block closes; the
+		// history still tells whether throw n was made.
+		if status, body, herr := s.madeThrow(r, p, id, n); herr == nil {
+			return status, body, nil
+		}
+		return 0, nil, err
+	case err != nil:
 		return 0, nil, err
 	}
 	out := throwJSON{PlayID: id, Status: projections.StatusInProgress, Seq: res.LastSeq()}
 	for _, e := range res.Events {
 		switch e := e.(type) {
 		case *domain.ThrowMade:
-			t := e.Result
-			out.Throw, out.Direction, out.Steps, out.Pawn, out.ThrowsLeft = e.Throw, t.Direction, t.Steps, t.Pawn, domain.ThrowCount-e.Throw
-			if t.Chest >= 0 {
-				out.Chest = &chestJSON{Index: t.Chest, Cell: t.Pawn, Symbol: t.Symbol}
-			}
+			out.setThrow(e.Throw, e.Result)
 		case *domain.PlaySettled:
-			tier, prize := e.Tier, e.Prize
-			out.Status, out.Tier, out.Prize = projections.StatusSettled, &tier, &prize
+			out.settle(projections.StatusSettled, e.Tier, e.Prize)
 		}
 	}
 	return http.StatusOK, out, nil
 }
 
-// decodeEmpty accepts an empty body or an empty JSON object.
-func decodeEmpty(r *http.Request) error {
+// madeThrow answers the retry of a throw already made with that throw, as
+// the history records it: the same answer as the first time, but for seq,
+// which is then a position at which the whole play is visible.
+func (s *Server) madeThrow(r *http.Request, player, id string, n int) (int, any, error) {
+	seq := s.cfg.Writer.LastSeq()
+	if err := s.waitFor(r.Context(), seq); err != nil {
+		return 0, nil, err
+	}
+	pl, err := s.findPlay(r, player, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	if n < 1 || n > len(pl.Throws) {
+		return 0, nil, &domain.Error{Code: domain.CodeInternal, Message: fmt.Sprintf("play %s: throw %d is recorded but not in the history", id, n)}
+	}
+	out := throwJSON{PlayID: id, Status: projections.StatusInProgress, Seq: seq}
+	out.setThrow(n, pl.Throws[n-1].Result)
+	if n == domain.ThrowCount && pl.Tier != nil && pl.Prize != nil {
+		out.settle(pl.Status, *pl.Tier, *pl.Prize)
+	}
+	return http.StatusOK, out, nil
+}
+
+// setThrow fills in throw n's result.
+func (o *throwJSON) setThrow(n int, t domain.ThrowResult) {
+	o.Throw, o.Direction, o.Steps, o.Pawn, o.ThrowsLeft = n, t.Direction, t.Steps, t.Pawn, domain.ThrowCount-n
+	if t.Chest >= 0 {
+		o.Chest = &chestJSON{Index: t.Chest, Cell: t.Pawn, Symbol: t.Symbol}
+	}
+}
+
+// settle marks the answer of a play's last throw with its settlement.
+func (o *throwJSON) settle(status projections.PlayStatus, tier domain.Tier, prize domain.Amount) {
+	o.Status, o.Tier, o.Prize = status, &tier, &prize
+}
+
+// decodeOptional accepts an empty body, or one JSON object decoded into v.
+func decodeOptional(r *http.Request, v any) error {
 	if r.ContentLength == 0 {
 		return nil
 	}
-	var v struct{}
-	return decode(r, &v)
+	return decode(r, v)
 }
 
 // historyJSON is a page of history.
@@ -524,11 +619,26 @@ func (s *Server) emission(r *http.Request, _ *Claims) (int, any, error) {
 	if req.Blocks < 1 || req.Blocks > emissionBlocksMax {
 		return 0, nil, invalidf("blocks %d: want 1 to %d", req.Blocks, emissionBlocksMax)
 	}
-	res, err := s.execute(r.Context(), domain.CreateEmission{Price: price, Blocks: req.Blocks})
+	// The key is optional for one release (docs/api.md): without it a
+	// retry creates another emission.
+	key := ""
+	if r.Header.Get("Idempotency-Key") != "" {
+		if key, err = idempotencyKey(r); err != nil {
+			return 0, nil, err
+		}
+	}
+	res, err := s.execute(r.Context(), domain.CreateEmission{Price: price, Blocks: req.Blocks, Key: key})
 	if err != nil {
 		return 0, nil, err
 	}
 	out := emissionJSON{Price: price, Blocks: req.Blocks, BlockIDs: []string{}, Seq: res.LastSeq()}
+	status := http.StatusCreated
+	if rp := res.Replay; rp != nil {
+		status, out.EmissionID, out.Seq = http.StatusOK, rp.Emission, s.cfg.Writer.LastSeq()
+		if rp.OpenedBlock != "" {
+			out.BlockIDs = append(out.BlockIDs, rp.OpenedBlock)
+		}
+	}
 	for _, e := range res.Events {
 		switch e := e.(type) {
 		case *domain.EmissionCreated:
@@ -537,10 +647,10 @@ func (s *Server) emission(r *http.Request, _ *Claims) (int, any, error) {
 			out.BlockIDs = append(out.BlockIDs, e.Block)
 		}
 	}
-	if err := s.waitFor(r.Context(), res.LastSeq()); err != nil {
+	if err := s.waitFor(r.Context(), out.Seq); err != nil {
 		return 0, nil, err
 	}
-	return http.StatusCreated, out, nil
+	return status, out, nil
 }
 
 func (s *Server) closeBlock(r *http.Request, _ *Claims) (int, any, error) {
@@ -548,7 +658,8 @@ func (s *Server) closeBlock(r *http.Request, _ *Claims) (int, any, error) {
 	if !domain.ValidID(id) {
 		return 0, nil, invalidf("block id %q is not valid", id)
 	}
-	if err := decodeEmpty(r); err != nil {
+	var empty struct{}
+	if err := decodeOptional(r, &empty); err != nil {
 		return 0, nil, err
 	}
 	res, err := s.execute(r.Context(), domain.CloseBlock{Block: id})

@@ -276,8 +276,11 @@ func decode(ev *eventstore.RecordedEvent) decoded {
 	if !ok {
 		return bad("a known event type", ev.Type)
 	}
-	if uint32(v) != ev.SchemaVersion {
-		return bad(fmt.Sprintf("schema version %d", v), fmt.Sprint(ev.SchemaVersion))
+	// Every older version of a domain event only lacks optional fields of
+	// the current one (docs/events.md, "Schema versions"), so the current
+	// decoder reads them all.
+	if ev.SchemaVersion < 1 || ev.SchemaVersion > uint32(v) {
+		return bad(fmt.Sprintf("schema version 1 to %d", v), fmt.Sprint(ev.SchemaVersion))
 	}
 	e, ok := fastDecode(ev.Type, ev.Payload)
 	if !ok {

@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"errors"
 	"fmt"
 	"regexp"
 	"strconv"
@@ -15,12 +16,15 @@ type Command interface{ command() }
 
 // ConfigureAccount opens a player's account if it does not exist and applies
 // the settings given: weekly limits (nil leaves one unchanged) and
-// self-exclusion.
+// self-exclusion. SelfExcluded excludes the player; LiftSelfExclusion asks
+// for an exclusion to be lifted, which Tresor refuses. Neither set leaves the
+// exclusion as it is, so that a limit can be lowered on an excluded account.
 type ConfigureAccount struct {
-	Player       string
-	DepositLimit *Amount
-	StakeLimit   *Amount
-	SelfExcluded bool
+	Player            string
+	DepositLimit      *Amount
+	StakeLimit        *Amount
+	SelfExcluded      bool
+	LiftSelfExclusion bool
 }
 
 // Deposit pays money into an account; Key makes retries safe.
@@ -39,10 +43,12 @@ type Withdraw struct {
 
 // CreateEmission creates an emission of Blocks blocks at Price and opens its
 // first block (or queues it behind an earlier emission of the same price).
-// First is the block prepared for it.
+// First is the block prepared for it. Key, when set, makes retries safe: a
+// retry answers the emission the key first created.
 type CreateEmission struct {
 	Price  Amount
 	Blocks int
+	Key    string
 	First  *PreparedBlock
 }
 
@@ -55,9 +61,13 @@ type PlaceStake struct {
 }
 
 // MakeThrow is the player's « Lancer » (Article 4.4) on a play in progress.
+// Throw names the throw it makes (1 to ThrowCount), so that a retry of a
+// throw already made answers that throw again instead of making the next;
+// 0 makes the next throw, whichever it is (requests that predate the field).
 type MakeThrow struct {
 	Player string
 	Play   string
+	Throw  int
 }
 
 // CompletePlay makes the remaining throws of an abandoned play on behalf of
@@ -65,7 +75,8 @@ type MakeThrow struct {
 type CompletePlay struct{ Play string }
 
 // CloseBlock ends a block and reveals its seed. An open block is taken off
-// sale; plays still in progress on it must settle first.
+// sale; plays still in progress on it must settle first. Closing a closed
+// block records nothing and is not an error, so that a retry is safe.
 type CloseBlock struct {
 	Block string
 	Seed  Seed
@@ -81,8 +92,8 @@ func (CompletePlay) command()     {}
 func (CloseBlock) command()       {}
 
 // Decision is what Decide returns for an accepted command: the events to
-// record, or, for a retry of a remembered client key, the first result and
-// no events.
+// record, or, for a retry of a command already recorded (a remembered
+// client key, a throw already made), the first result and no events.
 type Decision struct {
 	Events []Event
 	Replay *KeyRecord
@@ -165,27 +176,32 @@ func (l *Ledger) configure(now time.Time, c ConfigureAccount) (Decision, error) 
 			evs = append(evs, &LimitChanged{Player: c.Player, Kind: lc.kind, Limit: *lc.value, EffectiveAt: now.Add(LimitRaiseDelay)})
 		}
 	}
+	if c.SelfExcluded && c.LiftSelfExclusion {
+		return Decision{}, refuse(CodeInvalidRequest, "a request cannot both set and lift a self-exclusion")
+	}
+	if c.LiftSelfExclusion && a != nil && a.SelfExcluded {
+		return Decision{}, refuse(CodeConflict, "player %s is self-excluded; Tresor does not lift a self-exclusion", c.Player)
+	}
 	if c.SelfExcluded && (a == nil || !a.SelfExcluded) {
 		evs = append(evs, &SelfExcluded{Player: c.Player})
-	}
-	if !c.SelfExcluded && a != nil && a.SelfExcluded {
-		return Decision{}, refuse(CodeConflict, "player %s is self-excluded; Tresor does not lift a self-exclusion", c.Player)
 	}
 	return Decision{Events: evs}, nil
 }
 
-// replay checks a client key: a remembered key with the same request
-// returns its first result; with another request it is a conflict.
-func (l *Ledger) replay(player, key, request string) (*KeyRecord, error) {
+// replay checks a client key in its scope (the player and the kind of
+// command): a remembered key with the same request returns its first
+// result; with another request it is a conflict. The refusal does not
+// say what the first request was: the key may have been another client's.
+func (l *Ledger) replay(player string, kind KeyKind, key, request string) (*KeyRecord, error) {
 	if !keyPattern.MatchString(key) {
 		return nil, refuse(CodeInvalidRequest, "idempotency key: want 1 to 128 printable ASCII characters")
 	}
-	r := l.Key(player, key)
+	r := l.Key(player, kind, key)
 	if r == nil {
 		return nil, nil
 	}
 	if r.Request != request {
-		return nil, refuse(CodeConflict, "idempotency key %q was used for another request (%s)", key, r.Request)
+		return nil, refuse(CodeConflict, "idempotency key %q was already used for a different %s request", key, kind)
 	}
 	return r, nil
 }
@@ -211,11 +227,14 @@ func (l *Ledger) deposit(now time.Time, c Deposit) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	if r, err := l.replay(c.Player, c.Key, depositRequest("deposit", c.Amount)); err != nil || r != nil {
+	if r, err := l.replay(c.Player, KeyDeposit, c.Key, amountRequest(c.Amount)); err != nil || r != nil {
 		return Decision{Replay: r}, err
 	}
 	if err := checkAmount("deposit", c.Amount); err != nil {
 		return Decision{}, err
+	}
+	if a.SelfExcluded {
+		return Decision{}, refuse(CodeSelfExcluded, "player %s is self-excluded: deposits are refused, withdrawals stay open", c.Player)
 	}
 	lim := a.Limits[DepositLimit]
 	if lim == nil {
@@ -232,7 +251,7 @@ func (l *Ledger) withdraw(c Withdraw) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	if r, err := l.replay(c.Player, c.Key, depositRequest("withdrawal", c.Amount)); err != nil || r != nil {
+	if r, err := l.replay(c.Player, KeyWithdrawal, c.Key, amountRequest(c.Amount)); err != nil || r != nil {
 		return Decision{Replay: r}, err
 	}
 	if err := checkAmount("withdrawal", c.Amount); err != nil {
@@ -251,8 +270,13 @@ func (l *Ledger) createEmission(c CreateEmission) (Decision, error) {
 	if c.Blocks < 1 || c.Blocks > EmissionBlocksMax {
 		return Decision{}, refuse(CodeInvalidRequest, "an emission has 1 to %d blocks, not %d", EmissionBlocksMax, c.Blocks)
 	}
+	if c.Key != "" {
+		if r, err := l.replay("", KeyEmission, c.Key, emissionRequest(c.Price, c.Blocks)); err != nil || r != nil {
+			return Decision{Replay: r}, err
+		}
+	}
 	id := fmt.Sprintf("E%04d", len(l.emissionOrder)+1)
-	evs := []Event{&EmissionCreated{Emission: id, Price: c.Price, Blocks: c.Blocks, RulesVersion: l.Rules.Version}}
+	evs := []Event{&EmissionCreated{Emission: id, Price: c.Price, Blocks: c.Blocks, RulesVersion: l.Rules.Version, Key: c.Key}}
 	if l.OpenBlock(c.Price) == nil {
 		if c.First == nil {
 			return Decision{}, refuse(CodeInternal, "emission %s: no prepared block to open", id)
@@ -268,10 +292,13 @@ func (l *Ledger) createEmission(c CreateEmission) (Decision, error) {
 // blockOpened builds the BlockOpened of an emission's next block.
 func (l *Ledger) blockOpened(e *Emission, p *PreparedBlock) *BlockOpened {
 	return &BlockOpened{
-		Block: fmt.Sprintf("%s-B%03d", e.ID, e.Opened+1), Emission: e.ID, Index: e.Opened + 1,
+		Block: blockID(e.ID, e.Opened+1), Emission: e.ID, Index: e.Opened + 1,
 		Price: e.Price, Commitment: p.Deck.Commitment, SealedSeed: p.SealedSeed,
 	}
 }
+
+// blockID names the index-th block of an emission (from 1).
+func blockID(emission string, index int) string { return fmt.Sprintf("%s-B%03d", emission, index) }
 
 // nextBlock returns the BlockOpened for the next block of a price, if an
 // emission has one left and it is prepared.
@@ -296,7 +323,7 @@ func (l *Ledger) placeStake(now time.Time, c PlaceStake) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	if r, err := l.replay(c.Player, c.Key, stakeRequest(c.Stake)); err != nil || r != nil {
+	if r, err := l.replay(c.Player, KeyStake, c.Key, amountRequest(c.Stake)); err != nil || r != nil {
 		return Decision{Replay: r}, err
 	}
 	table, err := l.Rules.Table(c.Stake)
@@ -385,9 +412,22 @@ func (l *Ledger) livePlay(player, id string) (*Play, error) {
 }
 
 func (l *Ledger) makeThrow(c MakeThrow) (Decision, error) {
+	if c.Throw < 0 || c.Throw > ThrowCount {
+		return Decision{}, refuse(CodeInvalidRequest, "throw %d: want 1 to %d", c.Throw, ThrowCount)
+	}
 	p, err := l.livePlay(c.Player, c.Play)
+	if c.Throw > 0 && errors.Is(err, ErrPlayFinished) {
+		// All four throws are made: throw n is one of them.
+		return Decision{Replay: &KeyRecord{Play: c.Play, Throw: c.Throw}}, nil
+	}
 	if err != nil {
 		return Decision{}, err
+	}
+	switch {
+	case c.Throw > 0 && c.Throw <= p.Throws:
+		return Decision{Replay: &KeyRecord{Play: p.ID, Throw: c.Throw}}, nil
+	case c.Throw > p.Throws+1:
+		return Decision{}, refuse(CodeThrowOutOfTurn, "play %s has %d throws made: the next is throw %d, not %d", p.ID, p.Throws, p.Throws+1, c.Throw)
 	}
 	evs, err := l.throws(p, 1, false)
 	return Decision{Events: evs}, err
@@ -433,7 +473,9 @@ func (l *Ledger) closeBlock(c CloseBlock) (Decision, error) {
 		return Decision{}, refuse(CodeNotFound, "no block %q", c.Block)
 	}
 	if b.State == BlockStateClosed {
-		return Decision{}, refuse(CodeConflict, "block %s is already closed", b.ID)
+		// Already closed, by this command's first try or by the sweep:
+		// nothing to record, and the answer is the closed block.
+		return Decision{}, nil
 	}
 	if b.InPlay > 0 {
 		return Decision{}, refuse(CodeConflict, "block %s has %d plays in progress; they settle first", b.ID, b.InPlay)

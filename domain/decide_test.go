@@ -2,6 +2,7 @@ package domain
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 )
@@ -141,6 +142,9 @@ func TestDecideRefusals(t *testing.T) {
 		{"deposit without a key", funded, Deposit{Player: "p1", Amount: 100}, ErrInvalidRequest},
 		{"withdrawal above the balance", funded, Withdraw{Player: "p1", Amount: 10001, Key: "w"}, ErrInsufficientFunds},
 		{"same key, another amount", funded, Deposit{Player: "p1", Amount: 200, Key: "d1"}, ErrConflict},
+		{"same key, another amount, of a withdrawal", func(tb testing.TB) *world {
+			return funded(tb).given(Withdraw{Player: "p1", Amount: 100, Key: "w1"})
+		}, Withdraw{Player: "p1", Amount: 200, Key: "w1"}, ErrConflict},
 		{"stake of 1.50", funded, PlaceStake{Player: "p1", Stake: 150, Key: "s"}, ErrInvalidStake},
 		{"stake with no open block of that price", funded, PlaceStake{Player: "p1", Stake: 200, Key: "s"}, ErrNoOpenBlock},
 		{"stake before a stake limit", func(tb testing.TB) *world {
@@ -162,7 +166,21 @@ func TestDecideRefusals(t *testing.T) {
 		}, PlaceStake{Player: "p1", Stake: 100, Key: "s"}, ErrSelfExcluded},
 		{"lifting a self-exclusion", func(tb testing.TB) *world {
 			return funded(tb).given(ConfigureAccount{Player: "p1", SelfExcluded: true})
-		}, ConfigureAccount{Player: "p1"}, ErrConflict},
+		}, ConfigureAccount{Player: "p1", LiftSelfExclusion: true}, ErrConflict},
+		{"deposit while self-excluded", func(tb testing.TB) *world {
+			return funded(tb).given(ConfigureAccount{Player: "p1", SelfExcluded: true})
+		}, Deposit{Player: "p1", Amount: 100, Key: "d-after"}, ErrSelfExcluded},
+		{"throw out of turn", func(tb testing.TB) *world {
+			return funded(tb).given(PlaceStake{Player: "p1", Stake: 100, Key: "s"},
+				MakeThrow{Player: "p1", Play: "E0001-B001-U000000", Throw: 1})
+		}, MakeThrow{Player: "p1", Play: "E0001-B001-U000000", Throw: 3}, ErrThrowOutOfTurn},
+		{"throw 5", func(tb testing.TB) *world {
+			return funded(tb).given(PlaceStake{Player: "p1", Stake: 100, Key: "s"})
+		}, MakeThrow{Player: "p1", Play: "E0001-B001-U000000", Throw: 5}, ErrInvalidRequest},
+		{"same emission key, another request", func(tb testing.TB) *world {
+			w := newWorld(tb)
+			return w.given(CreateEmission{Price: 100, Blocks: 1, Key: "e1", First: prepared(tb, w.l.Rules, 100, 1)})
+		}, CreateEmission{Price: 100, Blocks: 2, Key: "e1"}, ErrConflict},
 		{"throw on a foreign play", func(tb testing.TB) *world {
 			w := funded(tb)
 			return w.given(ConfigureAccount{Player: "p2", DepositLimit: amt("10"), StakeLimit: amt("10")},
@@ -342,7 +360,111 @@ func TestIdempotencyKeysExpireAfterTheWindow(t *testing.T) {
 	}
 	w.now = w.now.Add(IdempotencyWindowDefault + time.Minute)
 	w.given(ConfigureAccount{Player: "p2"}) // any event moves the ledger's clock
-	if w.l.Key("p1", "d1") != nil {
+	if w.l.Key("p1", KeyDeposit, "d1") != nil {
 		t.Fatal("key still remembered after the window")
+	}
+}
+
+func TestKeysAreScopedToThePlayerAndTheKindOfCommand(t *testing.T) {
+	// given a deposit with key k
+	w := funded(t)
+	w.given(Deposit{Player: "p1", Amount: 100, Key: "k"})
+	// when a stake and a withdrawal use the same key, they are new commands
+	for _, c := range []Command{PlaceStake{Player: "p1", Stake: 100, Key: "k"}, Withdraw{Player: "p1", Amount: 100, Key: "k"}} {
+		d, err := w.do(c)
+		if err != nil || d.Replay != nil || len(d.Events) == 0 {
+			t.Fatalf("%T with a deposit's key: %+v %v", c, d, err)
+		}
+	}
+	// and another player's deposit with the same key is theirs
+	w.given(ConfigureAccount{Player: "p2", DepositLimit: amt("10")})
+	if d, err := w.do(Deposit{Player: "p2", Amount: 100, Key: "k"}); err != nil || d.Replay != nil {
+		t.Fatalf("p2's deposit: %+v %v", d, err)
+	}
+	// while a retry of the deposit answers its first result, even after
+	// the later commands moved the balance
+	d, err := Decide(w.l, w.now, Deposit{Player: "p1", Amount: 100, Key: "k"})
+	if err != nil || d.Replay == nil || d.Replay.Balance != 10100 {
+		t.Fatalf("retry: %+v %v", d, err)
+	}
+	// and a conflict does not say what the first request was
+	_, err = Decide(w.l, w.now, Deposit{Player: "p1", Amount: 999, Key: "k"})
+	if !errors.Is(err, ErrConflict) || strings.Contains(err.Error(), "1.00") {
+		t.Fatalf("conflict: %v", err)
+	}
+}
+
+func TestRetriedThrowsAnswerTheThrowTheyName(t *testing.T) {
+	// given a play with two throws made
+	w := funded(t)
+	w.given(PlaceStake{Player: "p1", Stake: 100, Key: "s"})
+	play := "E0001-B001-U000000"
+	w.given(MakeThrow{Player: "p1", Play: play, Throw: 1}, MakeThrow{Player: "p1", Play: play, Throw: 2})
+	// when throw 2 is sent again, it answers throw 2 and records nothing
+	d, err := Decide(w.l, w.now, MakeThrow{Player: "p1", Play: play, Throw: 2})
+	if err != nil || d.Replay == nil || d.Replay.Throw != 2 || d.Replay.Play != play || len(d.Events) != 0 {
+		t.Fatalf("retry of throw 2: %+v %v", d, err)
+	}
+	// and a request without a throw number makes the next throw, as before
+	d, err = w.do(MakeThrow{Player: "p1", Play: play})
+	if err != nil || d.Events[0].(*ThrowMade).Throw != 3 {
+		t.Fatalf("unnumbered throw: %+v %v", d, err)
+	}
+	// when throw 4 settles the play, its retry still answers throw 4
+	d, err = w.do(MakeThrow{Player: "p1", Play: play, Throw: 4})
+	if err != nil || !sameTypes(d.Events[:2], TypeThrowMade, TypePlaySettled) {
+		t.Fatalf("throw 4: %+v %v", d, err)
+	}
+	d, err = Decide(w.l, w.now, MakeThrow{Player: "p1", Play: play, Throw: 4})
+	if err != nil || d.Replay == nil || d.Replay.Throw != 4 {
+		t.Fatalf("retry of throw 4 after settlement: %+v %v", d, err)
+	}
+	// and an unnumbered throw on the finished play is play_finished
+	if _, err := Decide(w.l, w.now, MakeThrow{Player: "p1", Play: play}); !errors.Is(err, ErrPlayFinished) {
+		t.Fatalf("unnumbered fifth throw: %v", err)
+	}
+}
+
+func TestEmissionKeysAnswerTheFirstEmission(t *testing.T) {
+	w := newWorld(t)
+	// given an emission created with key e1 that opened its first block
+	w.given(CreateEmission{Price: 100, Blocks: 2, Key: "e1", First: prepared(t, w.l.Rules, 100, 1)})
+	// and a second emission of the same price, which queues
+	w.given(CreateEmission{Price: 100, Blocks: 1, Key: "e2", First: prepared(t, w.l.Rules, 100, 2)})
+	for _, tc := range []struct {
+		key, emission, opened string
+		blocks                int
+	}{{"e1", "E0001", "E0001-B001", 2}, {"e2", "E0002", "", 1}} {
+		d, err := Decide(w.l, w.now, CreateEmission{Price: 100, Blocks: tc.blocks, Key: tc.key})
+		if err != nil || d.Replay == nil || d.Replay.Emission != tc.emission || d.Replay.OpenedBlock != tc.opened || len(d.Events) != 0 {
+			t.Fatalf("retry of %s: %+v %v", tc.key, d, err)
+		}
+	}
+	// and an emission without a key is a new one each time
+	d, err := Decide(w.l, w.now, CreateEmission{Price: 100, Blocks: 1, First: prepared(t, w.l.Rules, 100, 3)})
+	if err != nil || d.Replay != nil || d.Events[0].(*EmissionCreated).Emission != "E0003" {
+		t.Fatalf("emission without a key: %+v %v", d, err)
+	}
+}
+
+func TestSelfExclusionLeavesLimitsAndWithdrawalsOpen(t *testing.T) {
+	w := funded(t)
+	w.given(ConfigureAccount{Player: "p1", SelfExcluded: true})
+	// a lowered limit, a repeated exclusion and a withdrawal are accepted
+	w.given(ConfigureAccount{Player: "p1", StakeLimit: amt("5")}, ConfigureAccount{Player: "p1", SelfExcluded: true},
+		Withdraw{Player: "p1", Amount: 100, Key: "w"})
+	if lim := w.l.Accounts["p1"].Limits[StakeLimit].At(w.now); lim != 500 || !w.l.Accounts["p1"].SelfExcluded {
+		t.Fatalf("limit %s, excluded %v", lim, w.l.Accounts["p1"].SelfExcluded)
+	}
+}
+
+func TestClosingAClosedBlockRecordsNothing(t *testing.T) {
+	w := funded(t)
+	b := w.l.OpenBlock(100)
+	seed := prepared(t, w.l.Rules, 100, 1).Seed
+	w.given(CloseBlock{Block: b.ID, Seed: seed})
+	d, err := Decide(w.l, w.now, CloseBlock{Block: b.ID})
+	if err != nil || len(d.Events) != 0 {
+		t.Fatalf("second close: %+v %v", d, err)
 	}
 }

@@ -21,8 +21,11 @@ const (
 	CodeConflict          Code = "conflict"
 	CodeNoOpenBlock       Code = "no_open_block"
 	CodePlayFinished      Code = "play_finished"
-	CodeForbidden         Code = "forbidden"
-	CodeInternal          Code = "internal"
+	// CodeThrowOutOfTurn refuses a throw that names a later throw than the
+	// next one of its play.
+	CodeThrowOutOfTurn Code = "throw_out_of_turn"
+	CodeForbidden      Code = "forbidden"
+	CodeInternal       Code = "internal"
 )
 
 // Error is a refusal of the write side: a stable code and a message for a
@@ -58,6 +61,7 @@ var (
 	ErrConflict          = &Error{Code: CodeConflict}
 	ErrNoOpenBlock       = &Error{Code: CodeNoOpenBlock}
 	ErrPlayFinished      = &Error{Code: CodePlayFinished}
+	ErrThrowOutOfTurn    = &Error{Code: CodeThrowOutOfTurn}
 	ErrForbidden         = &Error{Code: CodeForbidden}
 )
 

@@ -42,7 +42,7 @@ const (
 var SchemaVersion = map[string]int{
 	TypeAccountOpened: 1, TypeLimitChanged: 1, TypeSelfExcluded: 1,
 	TypeFundsDeposited: 1, TypeFundsWithdrawn: 1,
-	TypeEmissionCreated: 1, TypeBlockOpened: 1, TypeBlockExhausted: 1, TypeBlockClosed: 1,
+	TypeEmissionCreated: 2, TypeBlockOpened: 1, TypeBlockExhausted: 1, TypeBlockClosed: 1,
 	TypeStakePlaced: 1, TypeUnitAssigned: 1, TypeThrowMade: 1, TypePlaySettled: 1, TypePrizePaid: 1,
 }
 
@@ -139,12 +139,15 @@ type FundsWithdrawn struct {
 	Balance Amount `json:"balance_after"`
 }
 
-// EmissionCreated records an emission of Blocks blocks of one price.
+// EmissionCreated records an emission of Blocks blocks of one price. Key is
+// the operator's idempotency key (schema 2; absent in schema 1 and when the
+// request carried none).
 type EmissionCreated struct {
 	Emission     string `json:"emission"`
 	Price        Amount `json:"price"`
 	Blocks       int    `json:"blocks"`
 	RulesVersion string `json:"rules_version"`
+	Key          string `json:"idempotency_key,omitempty"`
 }
 
 // BlockOpened puts a block on sale and publishes its commitment before any

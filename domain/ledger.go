@@ -201,17 +201,42 @@ func (p *Play) throwResults() (*[ThrowCount]ThrowResult, error) {
 }
 
 // KeyRecord is what the ledger remembers of a command that carried a client
-// idempotency key: the request it answered and the play or balance it
-// produced, so that a retry returns the first result.
+// idempotency key: the request it answered and the play, balance or
+// emission it produced, so that a retry returns the first result. A retried
+// throw is answered with a KeyRecord too, naming its play and throw.
 type KeyRecord struct {
 	Request string
 	At      time.Time
 	Play    string
 	Balance Amount
+	// Emission is the emission a key created and OpenedBlock the block
+	// that opened with it ("" when it queued behind another emission).
+	Emission    string
+	OpenedBlock string
+	// Throw is the throw a retried throw request names (1 to ThrowCount).
+	Throw int
 }
 
-// idemKey scopes a client key to its player.
-type idemKey struct{ player, key string }
+// KeyKind is the kind of command a client key belongs to: a key is scoped
+// to its player and its kind, so that an operator's deposit key and a
+// player's stake key never collide.
+type KeyKind string
+
+// The kinds of command that carry a client key.
+const (
+	KeyDeposit    KeyKind = "deposit"
+	KeyWithdrawal KeyKind = "withdrawal"
+	KeyStake      KeyKind = "stake"
+	KeyEmission   KeyKind = "emission"
+)
+
+// idemKey scopes a client key to its player ("" for an operator's
+// emission) and its kind.
+type idemKey struct {
+	player string
+	kind   KeyKind
+	key    string
+}
 
 // PreparedBlock is a block ready to open: a fresh seed, its sealed form and
 // its deck. The writer prepares one per emission ahead of time so that the
@@ -282,16 +307,19 @@ func (l *Ledger) window() time.Duration {
 	return IdempotencyWindowDefault
 }
 
-// Key returns what the ledger remembers of a player's client key, or nil.
-func (l *Ledger) Key(player, key string) *KeyRecord { return l.keys[idemKey{player, key}] }
+// Key returns what the ledger remembers of a client key of a player and a
+// kind of command, or nil.
+func (l *Ledger) Key(player string, kind KeyKind, key string) *KeyRecord {
+	return l.keys[idemKey{player, kind, key}]
+}
 
 // remember records a client key; keys older than the window are forgotten
 // in the order they came.
-func (l *Ledger) remember(player, key string, r *KeyRecord) {
+func (l *Ledger) remember(player string, kind KeyKind, key string, r *KeyRecord) {
 	if key == "" {
 		return
 	}
-	k := idemKey{player, key}
+	k := idemKey{player, kind, key}
 	l.keys[k] = r
 	l.keyQueue = append(l.keyQueue, k)
 }
@@ -353,15 +381,22 @@ func (l *Ledger) Evolve(at time.Time, e Event) error {
 		}
 		a.Balance += e.Amount
 		a.deposits.add(at, e.Amount)
-		l.remember(e.Player, e.Key, &KeyRecord{Request: depositRequest("deposit", e.Amount), At: at, Balance: a.Balance})
+		l.remember(e.Player, KeyDeposit, e.Key, &KeyRecord{Request: amountRequest(e.Amount), At: at, Balance: a.Balance})
 	case *FundsWithdrawn:
 		a, err := l.account(e.Player)
 		if err != nil {
 			return err
 		}
 		a.Balance -= e.Amount
-		l.remember(e.Player, e.Key, &KeyRecord{Request: depositRequest("withdrawal", e.Amount), At: at, Balance: a.Balance})
+		l.remember(e.Player, KeyWithdrawal, e.Key, &KeyRecord{Request: amountRequest(e.Amount), At: at, Balance: a.Balance})
 	case *EmissionCreated:
+		r := &KeyRecord{Request: emissionRequest(e.Price, e.Blocks), At: at, Emission: e.Emission}
+		if l.OpenBlock(e.Price) == nil {
+			// The decider opens the emission's first block in the same
+			// append when no block of its price is on sale.
+			r.OpenedBlock = blockID(e.Emission, 1)
+		}
+		l.remember("", KeyEmission, e.Key, r)
 		l.Emissions[e.Emission] = &Emission{ID: e.Emission, Price: e.Price, Blocks: e.Blocks}
 		l.emissionOrder = append(l.emissionOrder, e.Emission)
 	case *BlockOpened:
@@ -408,7 +443,7 @@ func (l *Ledger) Evolve(at time.Time, e Event) error {
 		b.Sold++
 		b.InPlay++
 		l.Plays[e.Play] = &Play{ID: e.Play, Player: e.Player, Block: e.Block, Stake: e.Stake, LastActivity: at}
-		l.remember(e.Player, e.Key, &KeyRecord{Request: stakeRequest(e.Stake), At: at, Play: e.Play, Balance: a.Balance})
+		l.remember(e.Player, KeyStake, e.Key, &KeyRecord{Request: amountRequest(e.Stake), At: at, Play: e.Play, Balance: a.Balance})
 	case *UnitAssigned:
 		p, err := l.play(e.Play)
 		if err != nil {
@@ -494,7 +529,9 @@ func (l *Ledger) play(id string) (*Play, error) {
 	return nil, fmt.Errorf("evolve: unknown play %q", id)
 }
 
-// depositRequest and stakeRequest fingerprint the requests a client key
-// answers: the same key with another request is a conflict.
-func depositRequest(kind string, amount Amount) string { return kind + ":" + amount.String() }
-func stakeRequest(stake Amount) string                 { return "stake:" + stake.String() }
+// amountRequest and emissionRequest fingerprint the requests a client key
+// answers within its kind: the same key with another request is a conflict.
+func amountRequest(amount Amount) string { return amount.String() }
+func emissionRequest(price Amount, blocks int) string {
+	return fmt.Sprintf("%s x %d", price, blocks)
+}

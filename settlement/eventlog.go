@@ -15,12 +15,23 @@ import (
 // with its own chain and blocks, are the path past one machine.
 const Chain = "s0"
 
+// upcasters lists, per event type, the functions that bring each older
+// schema version to the next (upcasters[t][0] turns version 1 into 2).
+var upcasters = map[string][]eventstore.Upcaster{
+	// Version 2 adds the optional idempotency_key: a version 1 payload is
+	// a version 2 payload without a key.
+	domain.TypeEmissionCreated: {sameShape},
+}
+
+// sameShape upcasts a payload whose new version only added optional fields.
+func sameShape(p json.RawMessage) (json.RawMessage, error) { return p, nil }
+
 // NewRegistry returns the event store registry of every domain event type
-// at its current schema version. Upcasters for older versions go here.
+// at its current schema version, with the upcasters of older versions.
 func NewRegistry() (*eventstore.Registry, error) {
 	r := eventstore.NewRegistry()
 	for typ, v := range domain.SchemaVersion {
-		if err := r.Register(typ, uint32(v)); err != nil {
+		if err := r.Register(typ, uint32(v), upcasters[typ]...); err != nil {
 			return nil, fmt.Errorf("register %s: %w", typ, err)
 		}
 	}

@@ -161,9 +161,20 @@ type Writer struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 
+	// tail is the last append handed to the log; a command that records
+	// nothing is answered once it is done (see answerAfterTail).
+	tail *appendDone
+
 	mu      sync.Mutex
 	stopErr error
 	lastSeq uint64
+}
+
+// appendDone is an append on its way to the log: done is closed once it is
+// durable or has failed, and err then says which.
+type appendDone struct {
+	done chan struct{}
+	err  error
 }
 
 // Open rebuilds the ledger from the log, reopens the decks of the blocks
@@ -399,7 +410,7 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 	now := w.now()
 	d, err := domain.Decide(w.ledger, now, cmd)
 	if err != nil || d.Replay != nil || len(d.Events) == 0 {
-		out <- reply{res: Result{Replay: d.Replay}, err: err}
+		w.answerAfterTail(out, reply{res: Result{Replay: d.Replay}, err: err})
 		return
 	}
 	recs := make([]Record, len(d.Events))
@@ -416,14 +427,21 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 			delete(w.seeds, c.Seed.Hash())
 		}
 	}
-	res := w.log.Append(ctx, recs)
+	// The ledger already holds these events: the append must go through
+	// whatever happens to the request, so it does not take the request's
+	// context (a caller that gives up learns the outcome by retrying).
+	res := w.log.Append(context.WithoutCancel(ctx), recs)
+	tail := &appendDone{done: make(chan struct{})}
+	w.tail = tail
 	w.appends.Add(1)
 	go func() {
 		defer w.appends.Done()
+		defer close(tail.done)
 		r := <-res
 		if r.Err != nil {
 			w.fail(fmt.Errorf("append %s: %w", d.Events[0].EventType(), r.Err))
-			out <- reply{err: w.Err()}
+			tail.err = w.Err()
+			out <- reply{err: tail.err}
 			return
 		}
 		w.mu.Lock()
@@ -434,6 +452,48 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 		out <- reply{res: Result{Events: d.Events, Seqs: r.Seqs}}
 	}()
 	w.prepareNext()
+}
+
+// answerAfterTail sends the answer of a command that recorded nothing (a
+// refusal, the retry of a remembered key, a throw already made) once every
+// append handed to the log before it is durable. Such an answer was decided
+// on the ledger, which applies events before they are durable: a retry must
+// not report a deposit, a play or a throw that is still committing (and
+// might never commit), nor a refusal that only a committing event explains.
+// Appends commit in order and a failed one fails every later one, so the
+// last append's outcome is all that needs waiting for; if it failed, the
+// answer is the writer's stop, never the answer decided on lost events.
+func (w *Writer) answerAfterTail(out chan<- reply, r reply) {
+	tail := w.tail
+	select {
+	case <-tailDone(tail):
+		if tail != nil && tail.err != nil {
+			r = reply{err: tail.err}
+		}
+		out <- r
+		return
+	default:
+	}
+	w.appends.Add(1)
+	go func() {
+		defer w.appends.Done()
+		<-tail.done
+		if tail.err != nil {
+			r = reply{err: tail.err}
+		}
+		out <- r
+	}()
+}
+
+// closedDone is a closed channel: the tail of a writer that has appended
+// nothing yet.
+var closedDone = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+func tailDone(t *appendDone) <-chan struct{} {
+	if t == nil {
+		return closedDone
+	}
+	return t.done
 }
 
 // now returns the writer's clock, never earlier than the last event: the

@@ -489,3 +489,192 @@ func closedBlocks(t *testing.T, events []domain.Event, l *domain.Ledger) int {
 	}
 	return closed
 }
+
+// heldLog is the real event log with a hold on the answers of its appends:
+// each append is submitted at once and in order, but its outcome reaches
+// the writer only once the hold in force when it was submitted is released,
+// and then reports lost (the outcome a lost stream leader gives) if asked
+// to. It opens the window in which a retry meets a command still committing.
+type heldLog struct {
+	*EventLog
+	mu   sync.Mutex
+	hold chan struct{}
+	lose bool
+}
+
+func (h *heldLog) Append(ctx context.Context, recs []Record) <-chan AppendResult {
+	res := h.EventLog.Append(ctx, recs)
+	h.mu.Lock()
+	hold := h.hold
+	h.mu.Unlock()
+	out := make(chan AppendResult, 1)
+	go func() {
+		r := <-res
+		if hold != nil {
+			<-hold
+		}
+		h.mu.Lock()
+		if h.lose {
+			r = AppendResult{Err: eventstore.ErrOutcomeUnknown}
+		}
+		h.mu.Unlock()
+		out <- r
+	}()
+	return out
+}
+
+// holdAnswers holds the answers of the appends submitted from now on until
+// the returned function is called (with lose: reported as lost).
+func (h *heldLog) holdAnswers() (release func(lose bool)) {
+	c := make(chan struct{})
+	h.mu.Lock()
+	h.hold = c
+	h.mu.Unlock()
+	var once sync.Once
+	return func(lose bool) {
+		once.Do(func() {
+			h.mu.Lock()
+			h.hold, h.lose = nil, lose
+			h.mu.Unlock()
+			close(c)
+		})
+	}
+}
+
+// openHeld opens a writer on the node's store through a heldLog.
+func (n *node) openHeld() (*Writer, *heldLog) {
+	n.tb.Helper()
+	rules, _ := domain.DefaultRules()
+	sealer, _ := NewSealer(testMasterKey)
+	ctx := eventstoretest.Ctx(n.tb, time.Minute)
+	el, err := OpenEventLog(ctx, n.store, eventstore.CommitterConfig{})
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	h := &heldLog{EventLog: el}
+	w, err := Open(ctx, h, Config{Rules: rules, Sealer: sealer})
+	if err != nil {
+		n.tb.Fatal(err)
+	}
+	n.tb.Cleanup(func() { w.Close(); el.Close() })
+	return w, h
+}
+
+// answer is one Execute's outcome.
+type answer struct {
+	res Result
+	err error
+}
+
+func executeAsync(w *Writer, c domain.Command) <-chan answer {
+	out := make(chan answer, 1)
+	go func() {
+		r, err := w.Execute(context.Background(), c)
+		out <- answer{r, err}
+	}()
+	return out
+}
+
+// decided waits until the writer's ledger shows what ok looks for: the
+// command sent before has been decided (its answer still on its way).
+func decided(tb testing.TB, w *Writer, ok func(*domain.Ledger) bool) {
+	tb.Helper()
+	eventstoretest.Eventually(tb, 10*time.Second, func() error {
+		seen := false
+		if err := w.Inspect(context.Background(), func(l *domain.Ledger) { seen = ok(l) }); err != nil || seen {
+			return err
+		}
+		return errors.New("not decided yet")
+	})
+}
+
+// notYet fails if an answer arrives within a short while: the command it
+// answers must still be waiting.
+func notYet(tb testing.TB, what string, c <-chan answer) {
+	tb.Helper()
+	select {
+	case a := <-c:
+		tb.Fatalf("%s answered while its original was still committing: %+v %v", what, a.res, a.err)
+	case <-time.After(200 * time.Millisecond):
+	}
+}
+
+func TestARetryIsAnsweredOnlyOnceItsOriginalIsDurable(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	n.w.Close()
+	w, h := n.openHeld()
+	fundedPlayer(t, w, "p1", 10_000)
+	exec(t, w, domain.CreateEmission{Price: 100, Blocks: 1})
+
+	// given a deposit and a stake whose appends are not yet acknowledged
+	release := h.holdAnswers()
+	defer release(false)
+	deposit := domain.Deposit{Player: "p1", Amount: 500, Key: "d"}
+	stake := domain.PlaceStake{Player: "p1", Stake: 100, Key: "s"}
+	first, firstStake := executeAsync(w, deposit), executeAsync(w, stake)
+	decided(t, w, func(l *domain.Ledger) bool {
+		return l.Key("p1", domain.KeyDeposit, "d") != nil && l.Key("p1", domain.KeyStake, "s") != nil
+	})
+	// when they are retried, and another command is refused on their account
+	retry, retryStake := executeAsync(w, deposit), executeAsync(w, stake)
+	refused := executeAsync(w, domain.Withdraw{Player: "p1", Amount: 1_000_000, Key: "w"})
+	// then no answer comes before the originals are durable
+	notYet(t, "the deposit's retry", retry)
+	notYet(t, "the stake's retry", retryStake)
+	notYet(t, "a refusal decided on them", refused)
+	release(false)
+	a, b := <-first, <-retry
+	if a.err != nil || b.err != nil || b.res.Replay == nil || b.res.Replay.Balance != a.res.Events[0].(*domain.FundsDeposited).Balance {
+		t.Fatalf("deposit %+v %v, retry %+v %v", a.res, a.err, b.res, b.err)
+	}
+	a, b = <-firstStake, <-retryStake
+	if a.err != nil || b.err != nil || b.res.Replay == nil || b.res.Replay.Play != a.res.Events[0].(*domain.StakePlaced).Play {
+		t.Fatalf("stake %+v %v, retry %+v %v", a.res, a.err, b.res, b.err)
+	}
+	if r := <-refused; !errors.Is(r.err, domain.ErrInsufficientFunds) {
+		t.Fatalf("withdrawal: %v", r.err)
+	}
+	// and a retried throw waits for its throw too
+	play := a.res.Events[0].(*domain.StakePlaced).Play
+	release = h.holdAnswers()
+	defer release(false)
+	throw := executeAsync(w, domain.MakeThrow{Player: "p1", Play: play, Throw: 1})
+	decided(t, w, func(l *domain.Ledger) bool { return l.Plays[play].Throws == 1 })
+	again := executeAsync(w, domain.MakeThrow{Player: "p1", Play: play, Throw: 1})
+	notYet(t, "the throw's retry", again)
+	release(false)
+	if a, b := <-throw, <-again; a.err != nil || b.err != nil || b.res.Replay == nil || b.res.Replay.Throw != 1 {
+		t.Fatalf("throw %+v %v, retry %+v %v", a.res, a.err, b.res, b.err)
+	}
+}
+
+func TestARetryOfALostAppendIsNeverAnsweredFromMemory(t *testing.T) {
+	dir := t.TempDir()
+	n := startNode(t, dir, nil)
+	n.w.Close()
+	w, h := n.openHeld()
+	fundedPlayer(t, w, "p1", 10_000)
+
+	// given a deposit whose append's outcome is lost (it did land)
+	release := h.holdAnswers()
+	deposit := domain.Deposit{Player: "p1", Amount: 500, Key: "d"}
+	first := executeAsync(w, deposit)
+	decided(t, w, func(l *domain.Ledger) bool { return l.Key("p1", domain.KeyDeposit, "d") != nil })
+	retry := executeAsync(w, deposit)
+	notYet(t, "the retry", retry)
+	release(true)
+	// then the original and its retry both fail: the writer stopped
+	for name, c := range map[string]<-chan answer{"original": first, "retry": retry} {
+		if a := <-c; !errors.Is(a.err, ErrStopped) {
+			t.Fatalf("%s: %+v %v, want the writer stopped", name, a.res, a.err)
+		}
+	}
+	// and a writer rebuilt from the stream answers the retry with what
+	// the stream holds
+	w2 := n.openWriter(nil)
+	defer w2.Close()
+	r := exec(t, w2, deposit)
+	if r.Replay == nil || r.Replay.Balance != 10_500 {
+		t.Fatalf("retry after the restart: %+v", r)
+	}
+}

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -17,6 +19,8 @@ import (
 	"github.com/fdj/tresor/projections"
 	"github.com/fdj/tresor/projections/memstore"
 	"github.com/fdj/tresor/projections/pgstore"
+	"github.com/fdj/tresor/settlement"
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
 
@@ -47,9 +51,15 @@ func init() {
 
 // serve runs until ctx ends or its writer stops, then stops in the order
 // that loses nothing acknowledged: the HTTP server (in-flight requests
-// finish), the writer (queued commands commit), the projections, the
-// stream. A stopped writer makes it return an error: exit status 1.
+// finish), the writer (queued commands commit), the committer (its closing
+// seal), the projections once they have applied all of it, the stream. A
+// stopped writer makes it return an error: exit status 1.
+//
+// It listens before the writer has rebuilt its state, so that health and
+// readiness answer during a long replay: every other endpoint answers 503
+// unavailable until the service is ready (see readiness).
 func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
+	started := time.Now()
 	tokens, err := cfg.tokens()
 	if err != nil {
 		return err
@@ -68,26 +78,15 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
-	w, err := st.openWriter(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer w.Close()
-	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
-	runner := projections.NewRunner(eventSource{st.store}, store)
-	runDone := make(chan error, 1)
-	go func() { runDone <- runner.Run(runCtx) }()
-	defer func() {
-		cancelRun()
-		<-runDone
-	}()
-
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
-		return usagef("--http %s: %v", cfg.HTTP, err)
+		return fmt.Errorf("--http %s: %w", cfg.HTTP, err)
 	}
+	gate := &writerGate{}
+	runner := projections.NewRunner(eventSource{st.store}, store)
+	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn()}
 	srv := &http.Server{
-		Handler:           api.NewServer(api.Config{Writer: w, Store: store, Runner: runner, Tokens: tokens, Logger: log}),
+		Handler:           api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      api.RequestTimeout + 5*time.Second,
@@ -97,13 +96,35 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	log.Info("listening on " + ln.Addr().String())
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	runDone := make(chan error, 1)
+	go func() { runDone <- runner.Run(runCtx) }()
+	stopRunner := func() {
+		cancelRun()
+		<-runDone
+	}
+
+	w, err := st.openWriter(ctx, cfg)
+	if err != nil {
+		shutdownHTTP(srv, served)
+		stopRunner()
+		if ctx.Err() != nil {
+			return nil // stopped while starting: nothing was written
+		}
+		return err
+	}
+	gate.open(w)
+	rd.target.Store(w.LastSeq())
+	log.Info("writer ready", "seq", w.LastSeq(), "after", time.Since(started).Round(time.Millisecond))
+	go rd.logWhenReady(runCtx, log, started)
+
 	var failed error
 	select {
 	case err := <-served:
-		return fmt.Errorf("http server: %w", err)
+		failed = fmt.Errorf("http server: %w", err)
 	case err := <-runDone:
 		runDone <- err
-		return fmt.Errorf("projections: %w", err)
+		failed = fmt.Errorf("projections: %w", err)
 	case <-w.Done():
 		// Fenced by another writer or cut off from the stream: every write
 		// would now fail. Exit, so that the supervisor restarts Tresor and
@@ -113,6 +134,29 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
+	if err := shutdownHTTP(srv, served); err != nil && failed == nil {
+		failed = err
+	}
+	w.Close()
+	if err := st.closeLog(); err != nil && failed == nil && w.Err() == nil {
+		failed = fmt.Errorf("close the event log: %w", err)
+	}
+	if failed == nil {
+		// The closing seal landed after the last command: let the
+		// projections apply it too, so that they stop where the stream
+		// ends and an audit of them finds nothing missing.
+		if err := catchUp(ctx, st, store); err != nil {
+			log.Warn("projections stopped before the end of the stream", "err", err)
+		}
+	}
+	stopRunner()
+	log.Info("stopped")
+	return failed
+}
+
+// shutdownHTTP stops accepting requests and waits, bounded, for those in
+// flight.
+func shutdownHTTP(srv *http.Server, served <-chan error) error {
 	sctx, cancel := context.WithTimeout(context.Background(), shutdownMax)
 	defer cancel()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -121,8 +165,99 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
 		return fmt.Errorf("http server: %w", err)
 	}
-	log.Info("stopped")
-	return failed
+	return nil
+}
+
+// catchUp waits, bounded by projections.WaitMax, until the projections have
+// applied the stream's last sequence.
+func catchUp(ctx context.Context, st *stream, store projections.Store) error {
+	ctx = context.WithoutCancel(ctx)
+	head, err := st.store.LastSequence(ctx)
+	if err != nil {
+		return err
+	}
+	return store.WaitFor(ctx, head)
+}
+
+// writerGate stands for the settlement writer in the API: until the writer
+// has rebuilt its state, commands answer unavailable.
+type writerGate struct {
+	w atomic.Pointer[settlement.Writer]
+}
+
+func (g *writerGate) open(w *settlement.Writer) { g.w.Store(w) }
+
+// Execute implements api.Writer.
+func (g *writerGate) Execute(ctx context.Context, cmd domain.Command) (settlement.Result, error) {
+	w := g.w.Load()
+	if w == nil {
+		return settlement.Result{}, fmt.Errorf("%w: the writer is rebuilding its state from the stream", api.ErrNotReady)
+	}
+	return w.Execute(ctx, cmd)
+}
+
+// LastSeq implements api.Writer.
+func (g *writerGate) LastSeq() uint64 {
+	if w := g.w.Load(); w != nil {
+		return w.LastSeq()
+	}
+	return 0
+}
+
+// readiness follows serve on its way to consistent answers: the writer
+// rebuilds its state, then the projections catch up with the head the
+// writer started on (target). Once reached, the service is ready for good,
+// but for the writer stopping or losing its connection to NATS, which make
+// it unavailable.
+type readiness struct {
+	gate   *writerGate
+	runner *projections.Runner
+	conn   *nats.Conn
+	target atomic.Uint64
+	ready  atomic.Bool
+}
+
+// state implements api.Config.Readiness; it does no I/O.
+func (r *readiness) state() api.Readiness {
+	w := r.gate.w.Load()
+	rd := api.Readiness{ProjectionSeq: r.runner.Applied(), StartSeq: r.target.Load(), WriterSeq: r.gate.LastSeq()}
+	if rd.WriterSeq > rd.ProjectionSeq {
+		rd.Lag = rd.WriterSeq - rd.ProjectionSeq
+	}
+	switch {
+	case w == nil:
+		rd.Status, rd.Reason = api.StatusStarting, "the writer is rebuilding its state from the stream"
+	case w.Err() != nil:
+		rd.Status, rd.Reason = api.StatusUnavailable, w.Err().Error()
+	case !r.ready.Load() && rd.ProjectionSeq < rd.StartSeq:
+		rd.Status, rd.Reason = api.StatusStarting, fmt.Sprintf("the projections are catching up: at %d of %d", rd.ProjectionSeq, rd.StartSeq)
+	case r.conn.Status() != nats.CONNECTED:
+		rd.Status, rd.Reason = api.StatusUnavailable, "the connection to NATS is "+strings.ToLower(r.conn.Status().String())
+	default:
+		r.ready.Store(true)
+		rd.Status = api.StatusReady
+	}
+	return rd
+}
+
+// readyPoll is how often logWhenReady looks.
+const readyPoll = 20 * time.Millisecond
+
+// logWhenReady logs the time from start to ready, once.
+func (r *readiness) logWhenReady(ctx context.Context, log *slog.Logger, started time.Time) {
+	t := time.NewTicker(readyPoll)
+	defer t.Stop()
+	for {
+		if rd := r.state(); rd.Status == api.StatusReady {
+			log.Info("ready", "after", time.Since(started).Round(time.Millisecond), "start_seq", rd.StartSeq, "projection_seq", rd.ProjectionSeq)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // openProjections opens PostgreSQL projections (migrated) with

@@ -12,7 +12,6 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -34,9 +33,38 @@ type server struct {
 	done chan error
 }
 
-// startServe runs the real binary on a random port and waits for its
-// "listening on" line.
+// startServe runs the real binary on a random port and waits until it is
+// ready: listening, its writer rebuilt and its projections caught up.
 func startServe(tb testing.TB, data string, args ...string) *server {
+	tb.Helper()
+	s := startListening(tb, data, args...)
+	s.waitReady(60 * time.Second)
+	return s
+}
+
+// waitReady polls GET /v1/ready until it answers 200.
+func (s *server) waitReady(timeout time.Duration) {
+	s.tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := http.Get(s.url + "/v1/ready")
+		if err == nil {
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			s.tb.Fatalf("tresor serve not ready after %s (last: %v)\n%s", timeout, err, s.logs)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// startListening runs the real binary on a random port and waits for its
+// "listening on" line, which comes before it is ready.
+func startListening(tb testing.TB, data string, args ...string) *server {
 	tb.Helper()
 	cmd := exec.Command(tresorBin, append([]string{"serve", "--data", data, "--http", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
@@ -117,9 +145,20 @@ func (s *server) do(c call) (int, map[string]any) {
 // doWith sends c with extra headers (Content-Type, Tresor-Min-Seq...).
 func (s *server) doWith(c call, header http.Header) (int, map[string]any) {
 	s.tb.Helper()
-	req, err := http.NewRequest(c.method, s.url+c.path, strings.NewReader(c.body))
+	status, m, err := s.sendWith(c, header)
 	if err != nil {
 		s.tb.Fatal(err)
+	}
+	return status, m
+}
+
+// send is do for any goroutine: it returns what do would fail the test on.
+func (s *server) send(c call) (int, map[string]any, error) { return s.sendWith(c, nil) }
+
+func (s *server) sendWith(c call, header http.Header) (int, map[string]any, error) {
+	req, err := http.NewRequest(c.method, s.url+c.path, strings.NewReader(c.body))
+	if err != nil {
+		return 0, nil, err
 	}
 	for k, vs := range header {
 		req.Header[k] = vs
@@ -132,18 +171,18 @@ func (s *server) doWith(c call, header http.Header) (int, map[string]any) {
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		s.tb.Fatalf("%s %s: %v", c.method, c.path, err)
+		return 0, nil, fmt.Errorf("%s %s: %w", c.method, c.path, err)
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	var m map[string]any
 	if err := json.Unmarshal(b, &m); err != nil && resp.StatusCode != http.StatusOK {
-		s.tb.Fatalf("%s %s: %d %q: %v", c.method, c.path, resp.StatusCode, b, err)
+		return 0, nil, fmt.Errorf("%s %s: %d %q: %w", c.method, c.path, resp.StatusCode, b, err)
 	}
 	if resp.StatusCode >= 400 && resp.Header.Get("Content-Type") != "application/problem+json" {
-		s.tb.Errorf("%s %s: %d with Content-Type %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Content-Type"))
+		return 0, nil, fmt.Errorf("%s %s: %d with Content-Type %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
-	return resp.StatusCode, m
+	return resp.StatusCode, m, nil
 }
 
 // must sends c and fails unless the status is want.
@@ -295,8 +334,12 @@ func testPlayerLife(t *testing.T, args ...string) {
 	s.problem(401, "unauthorized", call{"GET", "/v1/players/p-42/account", "", "", ""})
 	s.problem(401, "unauthorized", call{"GET", "/v1/players/p-42/account", p42 + "x", "", ""})
 	s.problem(404, "not_found", call{"GET", "/v1/blocks/E0009-B001", op, "", ""})
-	s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
-	s.problem(409, "conflict", call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
+	closedOnce := s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
+	// A retry of the close is safe: the same closed block, nothing recorded.
+	closedTwice := s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
+	if closedTwice["state"] != "closed" || closedTwice["seed"] != closedOnce["seed"] || closedTwice["closed_at"] != closedOnce["closed_at"] {
+		t.Errorf("second close: %v, first %v", closedTwice, closedOnce)
+	}
 
 	metrics := s.getText("/metrics", "")
 	for _, m := range []string{"tresor_http_requests_total", "tresor_append_seconds", "tresor_projection_lag_events"} {
@@ -449,15 +492,7 @@ func TestFencedServeExitsForARestart(t *testing.T) {
 	}
 	t.Cleanup(nats.Shutdown)
 	// an external stream brings its own keys: both writers share them
-	data := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(data, "keys"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for _, name := range []string{"master.key", "seal.ed25519", "token.key"} {
-		if err := os.WriteFile(filepath.Join(data, "keys", name), []byte(strings.Repeat("k", 32)), 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
+	data := externalKeys(t)
 	first := startServe(t, data, "--nats", nats.ClientURL())
 	second := startServe(t, data, "--nats", nats.ClientURL())
 	op := first.token("operator", "")

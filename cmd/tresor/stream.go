@@ -101,13 +101,21 @@ func (s *stream) openWriter(ctx context.Context, cfg *Config) (*settlement.Write
 	return settlement.Open(ctx, s.log, settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter})
 }
 
+// closeLog stops the committer, which commits what was submitted and its
+// closing seal. It is safe to call again (Close does).
+func (s *stream) closeLog() error {
+	if s.log == nil {
+		return nil
+	}
+	err := s.log.Close()
+	s.log = nil
+	return err
+}
+
 // Close stops the committer, the store and the embedded server, in that
 // order, so that whatever was acknowledged is on disk first.
 func (s *stream) Close() error {
-	var errs []error
-	if s.log != nil {
-		errs = append(errs, s.log.Close())
-	}
+	errs := []error{s.closeLog()}
 	var nc *nats.Conn
 	if s.store != nil {
 		nc = s.store.Conn()
