@@ -8,7 +8,9 @@
 //   - Durable: the embedded server syncs every write before acknowledging
 //     it (sync_interval: always) unless told otherwise.
 //   - Atomic: one append request is one JetStream atomic batch, all or
-//     nothing, up to BatchEventsMax events.
+//     nothing, up to BatchEventsMax events, and readers see where it ends
+//     (RecordedEvent.AppendRemaining), even when the Committer merged it
+//     with others into one batch.
 //   - Fenced: every batch is checked by the server against the last
 //     sequence of its chain (the wildcard subject <prefix>.<chain>.>), so a
 //     second writer can never fork a chain; caller expectations on the

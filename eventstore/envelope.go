@@ -40,6 +40,14 @@ const (
 	HeaderCausation   = "Tresor-Causation"
 	HeaderPrevHash    = "Tresor-Prev-Hash"
 	HeaderHash        = "Tresor-Hash"
+	// HeaderAppendRemaining is on every event of an atomic append but its
+	// last: how many events of the same append follow it in the stream
+	// (decimal, 1 to BatchEventsMax-1). Its absence means the event ends
+	// its append, so single-event appends, seals and every event stored
+	// before it existed carry nothing. It is not hashed: it says how events
+	// were grouped at commit, as the stream sequence says where they
+	// landed (docs/events.md).
+	HeaderAppendRemaining = "Tresor-Append-Remaining"
 )
 
 // canonicalTag opens every canonical encoding so that a hash of an event can
@@ -123,6 +131,13 @@ type RecordedEvent struct {
 	// Sequence is the JetStream stream sequence. It is not hashed: the
 	// server assigns it, and other chains interleave in the same stream.
 	Sequence uint64
+	// AppendRemaining is how many events of the same atomic append (one
+	// AppendRequest, one command) follow this one, at the next stream
+	// sequences: 0 for the last or only event of its append. Readers that
+	// must never show part of an append (projections) apply it whole. It
+	// is not hashed (header HeaderAppendRemaining); events stored before
+	// it existed read as 0, each its own append.
+	AppendRemaining int
 }
 
 // appendField appends one length-prefixed field: 4-byte big-endian length,
@@ -279,6 +294,9 @@ func (s subjects) encodeMsg(ev *RecordedEvent) *nats.Msg {
 	if ev.CausationID != "" {
 		h[HeaderCausation] = []string{ev.CausationID}
 	}
+	if ev.AppendRemaining > 0 {
+		h[HeaderAppendRemaining] = []string{strconv.Itoa(ev.AppendRemaining)}
+	}
 	return &nats.Msg{Subject: s.event(ev.Chain, ev.Aggregate), Header: h, Data: ev.Payload}
 }
 
@@ -331,5 +349,22 @@ func (s subjects) parse(subject string, seq uint64, hdr nats.Header, data []byte
 	if ev.Hash, err = ParseHash(hdr.Get(HeaderHash)); err != nil {
 		return bad("header "+HeaderHash, "64 hex digits", hdr.Get(HeaderHash))
 	}
+	if _, ok := hdr[HeaderAppendRemaining]; ok {
+		v := hdr.Get(HeaderAppendRemaining)
+		if ev.AppendRemaining, err = parseAppendRemaining(v); err != nil {
+			return bad("header "+HeaderAppendRemaining, err.Error(), v)
+		}
+	}
 	return ev, nil
+}
+
+// parseAppendRemaining reads a present append marker: an append holds at
+// most BatchEventsMax events, so at most BatchEventsMax-1 follow one, and
+// a marker saying none follow would be absent.
+func parseAppendRemaining(v string) (int, error) {
+	n, err := strconv.ParseUint(v, 10, 16)
+	if err != nil || n == 0 || n >= BatchEventsMax {
+		return 0, fmt.Errorf("decimal 1..%d", BatchEventsMax-1)
+	}
+	return int(n), nil
 }

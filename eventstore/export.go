@@ -22,12 +22,13 @@ const ExportLineMax = 1 << 20
 
 // ExportWriter writes recorded events as NDJSON, one per line.
 //
-// Each line is one JSON object with these members, always in this order and
-// all present (docs/export.md is the contract for regulators):
+// Each line is one JSON object with these members, always in this order
+// (docs/export.md is the contract for regulators):
 //
 //	sequence, subject, id, type, schema_version, chain, chain_seq,
 //	aggregate_kind, aggregate_id, recorded_at, correlation_id,
-//	causation_id, prev_hash, hash, and last payload (or payload_base64).
+//	causation_id, prev_hash, hash, append_remaining (only when not 0),
+//	and last payload (or payload_base64).
 //
 // The payload is written verbatim, never re-encoded, as the last member, so
 // that the hashed bytes are the line's bytes between `"payload":` and the
@@ -82,6 +83,11 @@ func (x *ExportWriter) Write(r RecordedEvent) error {
 	str("causation_id", r.CausationID)
 	hash("prev_hash", r.PrevHash)
 	hash("hash", r.Hash)
+	if r.AppendRemaining != 0 {
+		// Only events followed by more of their append carry it: an export
+		// of single-event appends reads as one written before it existed.
+		num("append_remaining", uint64(r.AppendRemaining))
+	}
 	if err != nil {
 		return fmt.Errorf("export sequence %d: %w", r.Sequence, err)
 	}
@@ -108,22 +114,25 @@ func (x *ExportWriter) Flush() error { return x.w.Flush() }
 
 // exportLine is the JSON shape of one line, for reading.
 type exportLine struct {
-	Sequence      uint64          `json:"sequence"`
-	Subject       string          `json:"subject"`
-	ID            string          `json:"id"`
-	Type          string          `json:"type"`
-	SchemaVersion uint32          `json:"schema_version"`
-	Chain         string          `json:"chain"`
-	ChainSeq      uint64          `json:"chain_seq"`
-	AggregateKind string          `json:"aggregate_kind"`
-	AggregateID   string          `json:"aggregate_id"`
-	RecordedAt    string          `json:"recorded_at"`
-	CorrelationID string          `json:"correlation_id"`
-	CausationID   string          `json:"causation_id"`
-	PrevHash      string          `json:"prev_hash"`
-	Hash          string          `json:"hash"`
-	Payload       json.RawMessage `json:"payload"`
-	PayloadBase64 *string         `json:"payload_base64"`
+	Sequence      uint64 `json:"sequence"`
+	Subject       string `json:"subject"`
+	ID            string `json:"id"`
+	Type          string `json:"type"`
+	SchemaVersion uint32 `json:"schema_version"`
+	Chain         string `json:"chain"`
+	ChainSeq      uint64 `json:"chain_seq"`
+	AggregateKind string `json:"aggregate_kind"`
+	AggregateID   string `json:"aggregate_id"`
+	RecordedAt    string `json:"recorded_at"`
+	CorrelationID string `json:"correlation_id"`
+	CausationID   string `json:"causation_id"`
+	PrevHash      string `json:"prev_hash"`
+	Hash          string `json:"hash"`
+	// AppendRemaining is absent (0) on the last event of an append and in
+	// exports written before it existed.
+	AppendRemaining uint64          `json:"append_remaining"`
+	Payload         json.RawMessage `json:"payload"`
+	PayloadBase64   *string         `json:"payload_base64"`
 }
 
 // ReadExport parses an NDJSON export and calls fn for each record in file order.
@@ -210,6 +219,12 @@ func parseExportLine(line []byte) (RecordedEvent, error) {
 	if ev.Hash, err = ParseHash(l.Hash); err != nil {
 		return bad("hash", "64 hex digits", l.Hash)
 	}
+	if l.AppendRemaining != 0 {
+		v := strconv.FormatUint(l.AppendRemaining, 10)
+		if ev.AppendRemaining, err = parseAppendRemaining(v); err != nil {
+			return bad("append_remaining", "absent or "+err.Error(), v)
+		}
+	}
 	switch {
 	case l.PayloadBase64 != nil && l.Payload != nil:
 		return bad("payload", "payload or payload_base64, not both", "both")
@@ -253,6 +268,9 @@ func scanWrittenLine(line []byte) (exportLine, bool) {
 	l.CausationID = s.str(`,"causation_id":`)
 	l.PrevHash = s.str(`,"prev_hash":`)
 	l.Hash = s.str(`,"hash":`)
+	if s.maybe(`,"append_remaining":`) {
+		l.AppendRemaining = s.uint(64)
+	}
 	s.lit(`,"payload":`)
 	n := len(s.b) - 1
 	if !s.ok || n < 0 || s.b[n] != '}' || !verbatim(s.b[:n]) {
@@ -271,11 +289,19 @@ type lineScanner struct {
 
 // lit consumes the literal bytes l.
 func (s *lineScanner) lit(l string) {
+	if !s.maybe(l) {
+		s.ok = false
+	}
+}
+
+// maybe consumes the literal bytes l if the line goes on with them, and
+// says whether it did: an optional member.
+func (s *lineScanner) maybe(l string) bool {
 	if s.ok && len(s.b) >= len(l) && string(s.b[:len(l)]) == l {
 		s.b = s.b[len(l):]
-		return
+		return true
 	}
-	s.ok = false
+	return false
 }
 
 // uint consumes a JSON integer that fits in bits.

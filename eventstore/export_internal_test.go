@@ -17,7 +17,8 @@ func TestWrittenLinesTakeTheFastPath(t *testing.T) {
 	ev := RecordedEvent{Event: Event{ID: "ev-1", Type: "StakePlaced", SchemaVersion: 4_000_000_000,
 		Aggregate: Aggregate{Kind: "account", ID: "p42"}, CausationID: "cmd-9",
 		Payload: json.RawMessage(`{"a": [1, 2], "s":"<&>"}`)},
-		Chain: "s0", ChainSeq: 1 << 40, RecordedAt: time.Date(2026, 12, 2, 17, 0, 0, 5, time.UTC), Sequence: 1<<64 - 1}
+		Chain: "s0", ChainSeq: 1 << 40, RecordedAt: time.Date(2026, 12, 2, 17, 0, 0, 5, time.UTC), Sequence: 1<<64 - 1,
+		AppendRemaining: BatchEventsMax - 1}
 	ev.Hash = ComputeHash(&ev)
 	var buf bytes.Buffer
 	x := NewExportWriter(&buf)

@@ -135,6 +135,8 @@ func TestReadExportNamesTheMalformedLine(t *testing.T) {
 		{"no payload", strings.Replace(good, `,"payload":{"cents":200}`, ``, 1), "payload"},
 		{"both payloads", strings.Replace(good, `"payload":`, `"payload_base64":"e30=","payload":`, 1), "payload"},
 		{"bad base64", strings.Replace(good, `"payload":{"cents":200}`, `"payload_base64":"%%"`, 1), "payload_base64"},
+		{"append longer than a batch", strings.Replace(good, `,"payload":`, `,"append_remaining":1000,"payload":`, 1), "append_remaining"},
+		{"append marker text", strings.Replace(good, `,"payload":`, `,"append_remaining":"1","payload":`, 1), "not a JSON object"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			file := good + "\n" + tc.line + "\n" + good + "\n"

@@ -29,26 +29,36 @@ func runEmbedded(tb testing.TB, dir string) *eventstore.EmbeddedServer {
 // forge publishes a copy of ev with another payload straight to the stream.
 func forge(tb testing.TB, store eventstore.Store, ev eventstore.RecordedEvent, payload []byte) uint64 {
 	tb.Helper()
+	ev.ID += "-forged"
+	ev.Payload = payload
+	return publishRaw(tb, store, ev)
+}
+
+// publishRaw publishes ev straight to the stream, bypassing the store, with
+// the envelope headers of the first stored format: no append marker, as
+// every event stored before it existed.
+func publishRaw(tb testing.TB, store eventstore.Store, ev eventstore.RecordedEvent) uint64 {
+	tb.Helper()
 	ns := store.(*eventstore.NATSStore)
 	js, err := jetstream.New(ns.Conn())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	msg := &nats.Msg{Subject: ns.Subject(ev.Chain, ev.Aggregate), Header: nats.Header{
-		eventstore.HeaderID:         {ev.ID + "-forged"},
+		eventstore.HeaderID:         {ev.ID},
 		eventstore.HeaderType:       {ev.Type},
 		eventstore.HeaderSchema:     {fmt.Sprint(ev.SchemaVersion)},
 		eventstore.HeaderChainSeq:   {fmt.Sprint(ev.ChainSeq)},
 		eventstore.HeaderRecordedAt: {ev.RecordedAt.Format(time.RFC3339Nano)},
 		eventstore.HeaderPrevHash:   {ev.PrevHash.String()},
 		eventstore.HeaderHash:       {ev.Hash.String()},
-	}, Data: payload}
+	}, Data: ev.Payload}
 	if ev.CorrelationID != "" {
 		msg.Header.Set(eventstore.HeaderCorrelation, ev.CorrelationID)
 	}
 	ack, err := js.PublishMsg(eventstoretest.Ctx(tb, 10*time.Second), msg)
 	if err != nil {
-		tb.Fatalf("forge: %v", err)
+		tb.Fatalf("publish %s straight to the stream: %v", ev.ID, err)
 	}
 	return ack.Sequence
 }

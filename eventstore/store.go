@@ -389,10 +389,12 @@ func (s *NATSStore) validateRequest(chain string, req *AppendRequest, eventsMax 
 	return nil
 }
 
-// record turns the requested events into recorded ones linked after head.
-// It returns the new head.
+// record turns the events of one atomic append (a request, or a seal on
+// its own) into recorded ones linked after head, each marked with how many
+// of them follow it, so that readers can apply the append whole. It returns
+// the new head.
 func (s *NATSStore) record(chain string, head Head, events []Event, now time.Time, out []RecordedEvent) ([]RecordedEvent, Head) {
-	for _, e := range events {
+	for i, e := range events {
 		if e.ID == "" {
 			e.ID = nuid.Next()
 		}
@@ -400,7 +402,8 @@ func (s *NATSStore) record(chain string, head Head, events []Event, now time.Tim
 		if !e.At.IsZero() {
 			at, e.At = e.At.UTC(), time.Time{}
 		}
-		r := RecordedEvent{Event: e, Chain: chain, ChainSeq: head.ChainSeq + 1, RecordedAt: at, PrevHash: head.Hash}
+		r := RecordedEvent{Event: e, Chain: chain, ChainSeq: head.ChainSeq + 1, RecordedAt: at, PrevHash: head.Hash,
+			AppendRemaining: len(events) - 1 - i}
 		r.Hash = ComputeHash(&r)
 		out = append(out, r)
 		head = Head{ChainSeq: r.ChainSeq, Hash: r.Hash}

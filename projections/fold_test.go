@@ -24,15 +24,20 @@ func TestFoldRefusesAnotherRulesVersion(t *testing.T) {
 }
 
 // TestRecordsWithoutEventsMoveTheCheckpoint interleaves records that carry
-// no domain event (the hash chain's Seals) with the stream: they take
-// sequences, move the checkpoint, and change no row.
+// no domain event (the hash chain's Seals, each an append of its own,
+// between two appends) with the stream: they take sequences, move the
+// checkpoint, and change no row.
 func TestRecordsWithoutEventsMoveTheCheckpoint(t *testing.T) {
 	rules := projectionstest.SmallRules(t)
 	w := projectionstest.Standard(t, rules)
 	var sealed []projections.Envelope
+	appends := 0
 	for i, env := range w.Events {
-		if i%10 == 0 {
-			sealed = append(sealed, projections.Envelope{Seq: uint64(len(sealed) + 1), At: env.At})
+		if i == 0 || w.Events[i-1].AppendRemaining == 0 {
+			if appends%5 == 0 {
+				sealed = append(sealed, projections.Envelope{Seq: uint64(len(sealed) + 1), At: env.At})
+			}
+			appends++
 		}
 		env.Seq = uint64(len(sealed) + 1)
 		sealed = append(sealed, env)

@@ -30,6 +30,11 @@ type Envelope struct {
 	Seq   uint64
 	At    time.Time
 	Event domain.Event
+	// AppendRemaining is how many records of the same atomic append (one
+	// command's events, committed together) follow this one, at the next
+	// sequences: 0 for the last or only record of its append. The Runner
+	// applies an append whole, so that no reader ever sees part of one.
+	AppendRemaining int
 }
 
 // Source is the stream as the read side reads it. cmd adapts the event store
@@ -37,10 +42,10 @@ type Envelope struct {
 type Source interface {
 	// Read calls fn for every record from sequence from (1 is the first) in
 	// stream order, then follows the tail, until ctx ends (it returns
-	// ctx.Err()), fn returns an error (it returns it) or reading fails. e is
-	// nil for a record that is not a domain event. Sequences must be
-	// contiguous; the projection refuses a gap anyway.
-	Read(ctx context.Context, from uint64, fn func(seq uint64, at time.Time, e domain.Event) error) error
+	// ctx.Err()), fn returns an error (it returns it) or reading fails.
+	// Event is nil for a record that is not a domain event. Sequences must
+	// be contiguous; the projection refuses a gap anyway.
+	Read(ctx context.Context, from uint64, fn func(Envelope) error) error
 	// Head returns the sequence of the last record of the stream, 0 when it
 	// is empty: the projection's lag is Head minus its checkpoint.
 	Head(ctx context.Context) (uint64, error)
@@ -48,10 +53,17 @@ type Source interface {
 
 // Limits of the read side. Every query and batch is bounded.
 const (
-	// BatchMax is the most events a Runner applies in one transaction.
-	// Large enough to amortise a transaction, small enough to keep one
-	// batch's memory and lock time short.
+	// BatchMax is the most records a Runner gathers into one transaction
+	// before it takes no new append, only the rest of the append its last
+	// record belongs to (see AppendMax). Large enough to amortise a
+	// transaction, small enough to keep one batch's memory and lock time
+	// short.
 	BatchMax = 1000
+	// AppendMax is the most records one atomic append holds: the event
+	// store's limit of one atomic batch (nats-server's max_batch_size),
+	// which cmd checks is the same. A Runner completes the append a batch
+	// ends in, so a batch holds fewer than BatchMax+AppendMax records.
+	AppendMax = 1000
 	// PageMax bounds every paged query (history, journal, accounts).
 	PageMax = 100
 	// PageDefault is the page size when a query asks for none.

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/fdj/tresor/domain"
 )
 
 // switchesMax bounds how many times in a row, without applying a batch in
@@ -16,10 +14,12 @@ import (
 const switchesMax = 3
 
 // Runner keeps a Store up to date with a Source: it reads from the store's
-// checkpoint, gathers what the source has delivered into batches of at most
-// BatchMax, and applies them in order. Reading and applying overlap through
-// a bounded queue, so a batch fills while the previous one commits, and an
-// idle stream flushes each event at once.
+// checkpoint, gathers what the source has delivered into batches, and
+// applies them in order. A batch holds whole appends only: the events one
+// command committed together become visible together, and the checkpoint
+// only ever sits at the end of an append. Reading and applying overlap
+// through a bounded queue, so a batch fills while the previous one commits,
+// and an idle stream flushes each append at once.
 type Runner struct {
 	src      Source
 	store    Store
@@ -31,7 +31,8 @@ type Runner struct {
 // RunnerOption configures a Runner.
 type RunnerOption func(*Runner)
 
-// WithBatchMax sets the largest batch (1 to BatchMax; BatchMax by default).
+// WithBatchMax sets how many records a batch gathers before it only
+// completes its last append (1 to BatchMax; BatchMax by default).
 func WithBatchMax(n int) RunnerOption {
 	return func(r *Runner) {
 		if n >= 1 && n <= BatchMax {
@@ -62,7 +63,8 @@ func NewRunner(src Source, store Store, opts ...RunnerOption) *Runner {
 func (r *Runner) Run(ctx context.Context) error { return r.run(ctx, 0) }
 
 // RunTo applies the stream until the checkpoint reaches target, then returns
-// nil.
+// nil. The checkpoint may end past target: at the end of the append target
+// belongs to, which the stream's head always is.
 func (r *Runner) RunTo(ctx context.Context, target uint64) error { return r.run(ctx, target) }
 
 // Applied returns the last sequence the Runner applied (the store's
@@ -128,16 +130,20 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 	readErr := make(chan error, 1)
 	go func() {
 		defer close(queue)
-		readErr <- r.src.Read(rctx, cp+1, func(seq uint64, at time.Time, e domain.Event) error {
+		readErr <- r.src.Read(rctx, cp+1, func(env Envelope) error {
 			select {
-			case queue <- Envelope{Seq: seq, At: at, Event: e}:
+			case queue <- env:
 				return nil
 			case <-rctx.Done():
 				return context.Cause(rctx)
 			}
 		})
 	}()
-	batch := make([]Envelope, 0, r.batchMax)
+	// A batch is at most batchMax records plus the rest of the append its
+	// last one belongs to: fewer than batchMax+AppendMax, since
+	// continuesAppend refuses an append longer than AppendMax.
+	batch := make([]Envelope, 0, r.batchMax+AppendMax-1)
+	var last Envelope // the last record taken, whose append the next continues
 	stop := func(err error) error {
 		cancel(err)
 		for range queue {
@@ -146,37 +152,48 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 		}
 		return err
 	}
-	for {
-		env, ok := <-queue
-		if !ok {
-			err := <-readErr
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			if err == nil {
-				err = errors.New("source ended without error")
-			}
-			return fmt.Errorf("projection runner: read from %d: %w", r.applied.Load()+1, err)
+	take := func(env Envelope) error {
+		if err := continuesAppend(last, env); err != nil {
+			return fmt.Errorf("projection runner: %w", err)
 		}
-		batch = append(batch[:0], env)
-	fill:
-		for len(batch) < r.batchMax {
-			select {
-			case env, ok := <-queue:
-				if !ok {
+		last = env
+		batch = append(batch, env)
+		return nil
+	}
+	for {
+		// Wait for a record, take what else is queued up to batchMax, and
+		// while the last record taken does not end its append, wait for
+		// the rest of it: a batch never ends inside an append.
+		batch = batch[:0]
+		for len(batch) == 0 || batch[len(batch)-1].AppendRemaining > 0 {
+			env, ok := <-queue
+			if !ok {
+				return r.readEnded(ctx, readErr)
+			}
+			if err := take(env); err != nil {
+				return stop(err)
+			}
+		fill:
+			for len(batch) < r.batchMax {
+				select {
+				case env, ok := <-queue:
+					if !ok {
+						break fill
+					}
+					if err := take(env); err != nil {
+						return stop(err)
+					}
+				default:
 					break fill
 				}
-				batch = append(batch, env)
-			default:
-				break fill
 			}
 		}
 		if err := r.store.Apply(ctx, batch); err != nil {
 			return stop(fmt.Errorf("projection runner: apply %d to %d: %w", batch[0].Seq, batch[len(batch)-1].Seq, err))
 		}
-		last := batch[len(batch)-1].Seq
-		if last > r.applied.Load() {
-			r.applied.Store(last)
+		end := batch[len(batch)-1].Seq
+		if end > r.applied.Load() {
+			r.applied.Store(end)
 		}
 		if r.progress != nil {
 			r.progress(r.applied.Load())
@@ -186,6 +203,37 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 			return nil
 		}
 	}
+}
+
+// readEnded is the Runner's error once the reader has stopped: ctx's, or
+// the reader's.
+func (r *Runner) readEnded(ctx context.Context, readErr <-chan error) error {
+	err := <-readErr
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err == nil {
+		err = errors.New("source ended without error")
+	}
+	return fmt.Errorf("projection runner: read from %d: %w", r.applied.Load()+1, err)
+}
+
+// continuesAppend checks env against the record before it, prev (the zero
+// Envelope for the first record read, which may continue an append begun
+// before the checkpoint of a store written before appends were marked): an
+// append holds at most AppendMax records, and a record that prev said
+// belongs to prev's append says one fewer follow it. A stream that breaks
+// either rule is ErrInvalid, never applied in part.
+func continuesAppend(prev, env Envelope) error {
+	switch {
+	case env.AppendRemaining < 0 || env.AppendRemaining >= AppendMax:
+		return errorsf(ErrInvalid, "sequence %d says %d records of its append follow it, an append holds 1 to %d",
+			env.Seq, env.AppendRemaining, AppendMax)
+	case prev.AppendRemaining > 0 && (env.Seq != prev.Seq+1 || env.AppendRemaining != prev.AppendRemaining-1):
+		return errorsf(ErrInvalid, "sequence %d (%d more of its append to follow) after sequence %d (%d more to follow): the append is broken",
+			env.Seq, env.AppendRemaining, prev.Seq, prev.AppendRemaining)
+	}
+	return nil
 }
 
 // WaitPoll waits until get reports a value of at least seq, polling with a

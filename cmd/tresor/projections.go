@@ -70,22 +70,29 @@ func rebuildProjections(ctx context.Context, cfg *Config, out io.Writer) error {
 }
 
 // eventSource adapts the event store to projections.Source: it follows the
-// stream from a sequence and decodes each record into its domain event;
-// Seal records carry no read-model data and come through as nil events, so
-// that the projection's sequence stays gap-free.
+// stream from a sequence and decodes each record into its domain event,
+// with how many records of its append follow it; Seal records carry no
+// read-model data and come through as nil events, so that the projection's
+// sequence stays gap-free.
 type eventSource struct{ store eventstore.Store }
 
+// The read side bounds a batch by the longest append the event store
+// writes: the two limits must be one. A constant that overflows uint does
+// not compile, so either being larger fails the build.
+const _ = uint(projections.AppendMax-eventstore.BatchEventsMax) + uint(eventstore.BatchEventsMax-projections.AppendMax)
+
 // Read implements projections.Source.
-func (e eventSource) Read(ctx context.Context, from uint64, fn func(seq uint64, at time.Time, ev domain.Event) error) error {
+func (e eventSource) Read(ctx context.Context, from uint64, fn func(projections.Envelope) error) error {
 	return e.store.Follow(ctx, from, func(r eventstore.RecordedEvent) error {
-		if r.Type == eventstore.SealType {
-			return fn(r.Sequence, r.RecordedAt, nil)
+		env := projections.Envelope{Seq: r.Sequence, At: r.RecordedAt, AppendRemaining: r.AppendRemaining}
+		if r.Type != eventstore.SealType {
+			ev, err := domain.DecodeEvent(r.Type, r.Payload)
+			if err != nil {
+				return fmt.Errorf("stream sequence %d: %w", r.Sequence, err)
+			}
+			env.Event = ev
 		}
-		ev, err := domain.DecodeEvent(r.Type, r.Payload)
-		if err != nil {
-			return fmt.Errorf("stream sequence %d: %w", r.Sequence, err)
-		}
-		return fn(r.Sequence, r.RecordedAt, ev)
+		return fn(env)
 	})
 }
 

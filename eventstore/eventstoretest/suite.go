@@ -100,6 +100,7 @@ func Run(t *testing.T, b Backend) {
 		{"TamperDetected", testTamperDetected},
 		{"Registry", testRegistry},
 		{"Follow", testFollow},
+		{"AppendsReadWhole", testAppendsReadWhole},
 		{"RestartLosesNothingAcknowledged", testRestart},
 	}
 	for i, c := range cases {
@@ -584,6 +585,98 @@ func testFollow(t *testing.T, b Backend, cfg eventstore.Config) {
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Fatalf("follow ended with %v, want context.Canceled", err)
+	}
+}
+
+// WriteAppends appends to chain of store through Append (one request of
+// three events) and through a committer sealing with key every 10 events
+// (40 requests of 1 to 5 events, submitted together so that they share
+// batches, single-event appends between longer ones), and returns, per
+// stream sequence written, how many events of its request follow it. The
+// committer's seals are not in it: each is an append of its own.
+func WriteAppends(tb testing.TB, store eventstore.Store, chain string, key ed25519.PrivateKey) map[uint64]int {
+	tb.Helper()
+	ctx := Ctx(tb, 60*time.Second)
+	want := map[uint64]int{}
+	note := func(seqs []uint64) {
+		for i, seq := range seqs {
+			want[seq] = len(seqs) - 1 - i
+		}
+	}
+	request := func(n, k int) eventstore.AppendRequest {
+		req := eventstore.AppendRequest{}
+		for j := range n {
+			req.Events = append(req.Events, Ev("test.A", "acct", fmt.Sprint(k%3), k*10+j))
+		}
+		return req
+	}
+	seqs, err := store.Append(ctx, chain, request(3, 0))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	note(seqs)
+	c, err := store.NewCommitter(ctx, chain, eventstore.CommitterConfig{SealKey: key, SealEvery: 10})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var chans []<-chan eventstore.AppendResult
+	for k := 1; k <= 40; k++ {
+		chans = append(chans, c.Submit(ctx, request(1+k%5, k)))
+	}
+	for _, ch := range chans {
+		r := <-ch
+		if r.Err != nil {
+			tb.Fatal(r.Err)
+		}
+		note(r.Sequences)
+	}
+	if err := c.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return want
+}
+
+// testAppendsReadWhole checks that every reader learns where each atomic
+// append ends: each event says how many events of its request follow it,
+// whether the request went through Append or was merged with others into
+// one committer batch, and a seal is an append of its own.
+func testAppendsReadWhole(t *testing.T, b Backend, cfg eventstore.Config) {
+	ctx := Ctx(t, 60*time.Second)
+	_, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := b.Open(t, cfg)
+	want := WriteAppends(t, s, "c1", key)
+	check := func(how string, ev eventstore.RecordedEvent) {
+		t.Helper()
+		if ev.AppendRemaining != want[ev.Sequence] {
+			t.Fatalf("%s: sequence %d (%s) says %d events of its append follow, want %d",
+				how, ev.Sequence, ev.Type, ev.AppendRemaining, want[ev.Sequence])
+		}
+	}
+	all := ReadAll(t, s)
+	seals := 0
+	for _, ev := range all {
+		check("ReadFrom", ev)
+		if ev.Type == eventstore.SealType {
+			seals++
+		}
+	}
+	if seals == 0 || len(all) != len(want)+seals {
+		t.Fatalf("read %d events with %d seals, want the %d appended and at least one seal", len(all), seals, len(want))
+	}
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	last := all[len(all)-1].Sequence
+	if err := s.Follow(fctx, 1, func(ev eventstore.RecordedEvent) error {
+		check("Follow", ev)
+		if ev.Sequence == last {
+			cancel()
+		}
+		return nil
+	}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("follow: %v", err)
 	}
 }
 

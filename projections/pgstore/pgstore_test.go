@@ -62,7 +62,8 @@ func TestRebuildSwitchesReaders(t *testing.T) {
 func testRebuild(t *testing.T, readFirst bool) {
 	rules := projectionstest.SmallRules(t)
 	w := projectionstest.Standard(t, rules)
-	half := len(w.Events) / 2
+	// The stream is cut where a real one can end: at the end of an append.
+	half := len(projectionstest.WholeAppends(w.Events, len(w.Events)/2))
 	log := projectionstest.NewLog(w.Events[:half])
 	ns := namespace(t, "live")
 	// With readFirst the live store looks for a new generation at every
@@ -86,7 +87,7 @@ func testRebuild(t *testing.T, readFirst bool) {
 	// The rebuild reads a stream a few events behind the live projection
 	// (as when the stream grows between its last round and the switch):
 	// the live runner must go back to the new copy's checkpoint.
-	behind := half - 5
+	behind := len(projectionstest.WholeAppends(w.Events, half-5))
 	var reports []pgstore.Progress
 	gen, err := pgstore.Rebuild(ctx, testPool, pgstore.Config{Rules: rules, Namespace: ns}, projectionstest.NewLog(w.Events[:behind]),
 		func(p pgstore.Progress) { reports = append(reports, p) })

@@ -27,6 +27,24 @@ func utcPtr(t *time.Time) *time.Time {
 	return &u
 }
 
+// snapshotTx is a read-only repeatable-read transaction: every statement in
+// it sees the same committed batches, so rows of two batches never mix and a
+// read never shows part of one append (a block's row with its tiers of the
+// next batch, say). A read of one statement needs none: a statement sees
+// one snapshot anyway.
+var snapshotTx = pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}
+
+// snapshot runs read, a read of several statements, in a snapshotTx.
+func snapshot[T any](ctx context.Context, s *Store, read func(tx pgx.Tx) (T, error)) (T, error) {
+	var out T
+	err := pgx.BeginTxFunc(ctx, s.pool, snapshotTx, func(tx pgx.Tx) error {
+		var err error
+		out, err = read(tx)
+		return err
+	})
+	return out, err
+}
+
 // Account implements projections.Store.
 func (s *Store) Account(ctx context.Context, player string) (projections.Account, error) {
 	q, err := s.refresh(ctx, false)
@@ -60,11 +78,19 @@ func (s *Store) Accounts(ctx context.Context, after string, limit int) ([]projec
 	return out, nil
 }
 
+// readAccounts reads accounts with their limit changes, in one snapshot.
 func (s *Store) readAccounts(ctx context.Context, q *statements, sql string, args ...any) ([]projections.Account, error) {
-	rows, err := s.pool.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
+	return snapshot(ctx, s, func(tx pgx.Tx) ([]projections.Account, error) {
+		rows, err := tx.Query(ctx, sql, args...)
+		if err != nil {
+			return nil, err
+		}
+		return collectAccounts(ctx, tx, q, rows)
+	})
+}
+
+// collectAccounts collects account rows and adds their limits in force.
+func collectAccounts(ctx context.Context, db querier, q *statements, rows pgx.Rows) ([]projections.Account, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Account, error) {
 		var a projections.Account
 		var bal, dep, wd, staked, won, last int64
@@ -81,7 +107,7 @@ func (s *Store) readAccounts(ctx context.Context, q *statements, sql string, arg
 	for i, a := range out {
 		players[i] = a.Player
 	}
-	rows, err = s.pool.Query(ctx, q.limitsOf, players, projections.LimitChangesMax*len(players)+1)
+	rows, err = db.Query(ctx, q.limitsOf, players, projections.LimitChangesMax*len(players)+1)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +180,9 @@ func (s *Store) AccountTotals(ctx context.Context, account string) (credits, deb
 	return domain.Amount(c), domain.Amount(d), nil
 }
 
-// readBlocks reads block rows with their tiers.
+// readBlocks reads block rows with their tiers, in two statements: db
+// must show both the same batches (a snapshotTx, or the apply transaction,
+// which holds the checkpoint's lock).
 func readBlocks(ctx context.Context, db querier, q *statements, sql string, args ...any) ([]projections.BlockRow, error) {
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {
@@ -226,7 +254,7 @@ func (s *Store) Block(ctx context.Context, id string) (projections.BlockReport, 
 	if err != nil {
 		return projections.BlockReport{}, err
 	}
-	blocks, err := readBlocks(ctx, s.pool, q, q.block, id)
+	blocks, err := snapshot(ctx, s, func(tx pgx.Tx) ([]projections.BlockRow, error) { return readBlocks(ctx, tx, q, q.block, id) })
 	if err != nil {
 		return projections.BlockReport{}, fmt.Errorf("block %q: %w", id, err)
 	}
@@ -246,7 +274,9 @@ func (s *Store) Blocks(ctx context.Context, after string, limit int) ([]projecti
 	if err != nil {
 		return nil, err
 	}
-	blocks, err := readBlocks(ctx, s.pool, q, q.blocksAfter, after, limit)
+	blocks, err := snapshot(ctx, s, func(tx pgx.Tx) ([]projections.BlockRow, error) {
+		return readBlocks(ctx, tx, q, q.blocksAfter, after, limit)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("list blocks after %q: %w", after, err)
 	}
@@ -378,7 +408,7 @@ func (s *Store) Reconciliation(ctx context.Context, scope projections.Scope) ([]
 		return nil, err
 	}
 	out := []projections.Reconciliation{}
-	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+	err = pgx.BeginTxFunc(ctx, s.pool, snapshotTx, func(tx pgx.Tx) error {
 		switch scope {
 		case projections.ScopeDay:
 			rows, err := tx.Query(ctx, q.days)

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
-	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/projections"
 )
 
@@ -39,6 +37,17 @@ func (l *Log) FailAfter(n int) {
 	l.failAfter = n
 }
 
+// WholeAppends returns the longest prefix of events[:n] that ends with the
+// end of an append: where a test may cut a stream short, since a real
+// stream never ends inside an append (a Runner would wait for its rest).
+// n is at most len(events).
+func WholeAppends(events []projections.Envelope, n int) []projections.Envelope {
+	for n > 0 && events[n-1].AppendRemaining > 0 {
+		n--
+	}
+	return events[:n]
+}
+
 // Append adds records at the tail and wakes the readers.
 func (l *Log) Append(events ...projections.Envelope) {
 	l.mu.Lock()
@@ -56,7 +65,7 @@ func (l *Log) Head(context.Context) (uint64, error) {
 }
 
 // Read implements projections.Source.
-func (l *Log) Read(ctx context.Context, from uint64, fn func(seq uint64, at time.Time, e domain.Event) error) error {
+func (l *Log) Read(ctx context.Context, from uint64, fn func(projections.Envelope) error) error {
 	if from == 0 {
 		from = 1
 	}
@@ -69,8 +78,7 @@ func (l *Log) Read(ctx context.Context, from uint64, fn func(seq uint64, at time
 			if failAfter > 0 && delivered == failAfter {
 				return fmt.Errorf("read at %d: %w", next, ErrInjected)
 			}
-			env := events[next-1]
-			if err := fn(env.Seq, env.At, env.Event); err != nil {
+			if err := fn(events[next-1]); err != nil {
 				return err
 			}
 			delivered++

@@ -6,6 +6,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -35,6 +36,8 @@ func Run(t *testing.T, open Open) {
 	t.Run("ReapplyIsANoOpAndAGapIsAnError", func(t *testing.T) { testGap(t, open, rules, w) })
 	t.Run("KilledMidBatchEndsIdentical", func(t *testing.T) { testKilled(t, open, rules, w) })
 	t.Run("WaitForReadsYourWrites", func(t *testing.T) { testWaitFor(t, open, rules, w) })
+	t.Run("ReadersNeverSeeHalfAnAppend", func(t *testing.T) { testWholeAppends(t, open, rules, w) })
+	t.Run("ResumesInsideAnAppend", func(t *testing.T) { testResumeInsideAnAppend(t, open, rules, w) })
 	t.Run("QueriesAreBounded", func(t *testing.T) { testBounds(t, open, rules, w) })
 }
 
@@ -370,8 +373,8 @@ func testGap(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
 
 // cancelling is a Source that cancels the projection's context at its n-th
 // record, once the store has applied some of the first ones (so that every
-// restart makes progress): the process killed while batches are on their
-// way.
+// restart makes progress, n must be more than the Runner's first batch
+// holds): the process killed while batches are on their way.
 type cancelling struct {
 	*Log
 	store  projections.Store
@@ -380,17 +383,26 @@ type cancelling struct {
 }
 
 // Read implements projections.Source.
-func (c cancelling) Read(ctx context.Context, from uint64, fn func(uint64, time.Time, domain.Event) error) error {
+func (c cancelling) Read(ctx context.Context, from uint64, fn func(projections.Envelope) error) error {
 	seen := 0
-	return c.Log.Read(ctx, from, func(seq uint64, at time.Time, e domain.Event) error {
+	return c.Log.Read(ctx, from, func(env projections.Envelope) error {
 		if seen++; seen == c.n {
-			if err := c.store.WaitFor(ctx, from+uint64(c.n/2)); err != nil {
+			if err := c.store.WaitFor(ctx, from); err != nil {
 				return err
 			}
 			c.cancel()
 		}
-		return fn(seq, at, e)
+		return fn(env)
 	})
+}
+
+// longestAppend is the most records one append of events holds.
+func longestAppend(events []projections.Envelope) int {
+	n := 0
+	for _, env := range events {
+		n = max(n, env.AppendRemaining+1)
+	}
+	return n
 }
 
 func testKilled(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
@@ -424,7 +436,10 @@ func testKilled(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
 			t.Fatal("no progress after as many restarts as events")
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		err := projections.NewRunner(cancelling{Log: NewLog(w.Events), store: c, n: 9, cancel: cancel}, c, projections.WithBatchMax(5)).RunTo(ctx, head)
+		// A batch is 5 records and the rest of the append the fifth
+		// belongs to: the source delivers that much before it cancels.
+		src := cancelling{Log: NewLog(w.Events), store: c, n: 5 + longestAppend(w.Events), cancel: cancel}
+		err := projections.NewRunner(src, c, projections.WithBatchMax(5)).RunTo(ctx, head)
 		cancel()
 		if err == nil {
 			break
@@ -440,22 +455,199 @@ func testKilled(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
 func testWaitFor(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
 	s := open(t, rules, "wait")
 	ctx := context.Background()
+	events := WholeAppends(w.Events, 30)
+	n := uint64(len(events))
 	done := make(chan error, 1)
-	go func() { done <- s.WaitFor(ctx, 30) }()
-	Project(t, s, w.Events[:30], 4)
+	go func() { done <- s.WaitFor(ctx, n) }()
+	Project(t, s, events, 4)
 	select {
 	case err := <-done:
 		if err != nil {
-			t.Fatalf("wait for 30: %v", err)
+			t.Fatalf("wait for %d: %v", n, err)
 		}
 	case <-time.After(projections.WaitMax):
 		t.Fatal("WaitFor did not return after the position was applied")
 	}
 	short, cancel := context.WithTimeout(ctx, 30*time.Millisecond)
 	defer cancel()
-	if err := s.WaitFor(short, 31); !errors.Is(err, projections.ErrNotReached) {
+	if err := s.WaitFor(short, n+1); !errors.Is(err, projections.ErrNotReached) {
 		t.Fatalf("wait for an unreached position: %v, want ErrNotReached", err)
 	}
+}
+
+// partialWait is how long testWholeAppends gives a Runner to apply part
+// of an append, which it must never do: a right Runner passes whatever the
+// wait, so it bounds the test's time, not its verdict.
+const partialWait = 5 * time.Millisecond
+
+// testWholeAppends feeds the stream to a Runner one record at a time, with
+// batches of one and two records, which a runner cutting batches by count
+// alone would end inside appends, while a reader polls the store: the
+// checkpoint never moves into an append, and every play read shows its
+// stake with its unit, four throws with their settlement and a winner's
+// settlement with its prize paid, never part of one command.
+func testWholeAppends(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
+	plays := map[string]*domain.StakePlaced{}
+	paid := map[string]domain.Amount{} // a winning play's balance once its prize is paid
+	ends := map[uint64]bool{0: true}   // the sequences that end an append
+	for _, env := range w.Events {
+		switch e := env.Event.(type) {
+		case *domain.StakePlaced:
+			plays[e.Play] = e
+		case *domain.PrizePaid:
+			paid[e.Play] = e.Balance
+		}
+		if env.AppendRemaining == 0 {
+			ends[env.Seq] = true
+		}
+	}
+	if len(ends) > len(w.Events)*3/4 {
+		t.Fatalf("%d appends in %d events: too few appends of several events to test", len(ends)-1, len(w.Events))
+	}
+	for _, batch := range []int{1, 2} {
+		s := open(t, rules, fmt.Sprintf("whole-%d", batch))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		log := NewLog(nil)
+		runErr := make(chan error, 1)
+		go func() { runErr <- projections.NewRunner(log, s, projections.WithBatchMax(batch)).Run(ctx) }()
+		fed := make(chan struct{})
+		type polled struct {
+			reads int
+			err   error
+		}
+		pollErr := make(chan polled, 1)
+		go func() {
+			reads, err := pollWhole(ctx, s, plays, paid, ends, fed)
+			pollErr <- polled{reads, err}
+		}()
+		var fault error
+		for _, env := range w.Events {
+			log.Append(env)
+			if env.AppendRemaining == 0 {
+				if err := s.WaitFor(ctx, env.Seq); err != nil {
+					fault = err
+					break
+				}
+				continue
+			}
+			short, stop := context.WithTimeout(ctx, partialWait)
+			err := s.WaitFor(short, env.Seq)
+			stop()
+			if !errors.Is(err, projections.ErrNotReached) {
+				fault = fmt.Errorf("waiting for sequence %d, inside an append: %v, want ErrNotReached", env.Seq, err)
+				break
+			}
+		}
+		close(fed)
+		p := <-pollErr
+		cancel()
+		if err := <-runErr; !errors.Is(err, context.Canceled) {
+			t.Fatalf("batches of %d: runner: %v", batch, err)
+		}
+		switch {
+		case p.err != nil:
+			t.Fatalf("batches of %d, after %d reads: %v", batch, p.reads, p.err)
+		case fault != nil:
+			t.Fatalf("batches of %d: %v", batch, fault)
+		case p.reads < len(plays):
+			t.Fatalf("batches of %d: the reader read %d plays, not even each once", batch, p.reads)
+		}
+	}
+}
+
+// testResumeInsideAnAppend starts a Runner on a store whose checkpoint
+// sits inside an append, as a Runner that cut batches by count alone left
+// it: the Runner takes the rest of that append as its first records and
+// ends identical to a projection that never stopped.
+func testResumeInsideAnAppend(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
+	straight := open(t, rules, "resume-straight")
+	Project(t, straight, w.Events, projections.BatchMax)
+	s := open(t, rules, "resume")
+	cut := len(WholeAppends(w.Events, len(w.Events)/2)) + 1 // the first record of an append
+	for w.Events[cut-1].AppendRemaining == 0 {
+		cut++ // an append of one record: on to one of several
+	}
+	if err := s.Apply(context.Background(), w.Events[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	Project(t, s, w.Events, 3)
+	SameSnapshot(t, "resumed inside an append", TakeSnapshot(t, s), TakeSnapshot(t, straight))
+}
+
+// pollWhole reads the store's checkpoint, every play and every block of
+// the plays until fed is closed, and returns how many plays it read and the
+// first thing it saw that is part of an append.
+func pollWhole(ctx context.Context, s projections.Store, plays map[string]*domain.StakePlaced, paid map[string]domain.Amount,
+	ends map[uint64]bool, fed <-chan struct{}) (int, error) {
+	blocks := map[string]bool{}
+	for _, st := range plays {
+		blocks[st.Block] = true
+	}
+	reads := 0
+	for {
+		select {
+		case <-fed:
+			return reads, nil
+		default:
+		}
+		cp, err := s.Checkpoint(ctx)
+		if err != nil {
+			return reads, err
+		}
+		if !ends[cp] {
+			return reads, fmt.Errorf("the checkpoint is at %d, inside an append", cp)
+		}
+		for id, st := range plays {
+			p, err := s.Play(ctx, st.Player, id)
+			if errors.Is(err, projections.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return reads, err
+			}
+			reads++
+			if err := wholePlay(&p, paid); err != nil {
+				return reads, err
+			}
+		}
+		for id := range blocks {
+			b, err := s.Block(ctx, id)
+			if errors.Is(err, projections.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return reads, err
+			}
+			// Each settlement counts its tier's lot and pays its prize in
+			// one append: the lots paid are worth the prizes paid.
+			var settled domain.Amount
+			for _, tr := range b.Tiers {
+				settled += domain.Amount(tr.Paid) * tr.Prize
+			}
+			if settled != b.PrizesPaid {
+				return reads, fmt.Errorf("block %s: lots paid worth %s, prizes paid %s: a settlement without its prize, or the reverse",
+					id, settled, b.PrizesPaid)
+			}
+		}
+	}
+}
+
+// wholePlay returns an error when p shows part of the events of one
+// command; paid is a winning play's balance once its prize is paid.
+func wholePlay(p *projections.Play, paid map[string]domain.Amount) error {
+	settled := p.Tier != nil
+	switch {
+	case p.Proof == nil:
+		return fmt.Errorf("play %s: a stake without its unit", p.ID)
+	case len(p.Throws) == domain.ThrowCount && (!settled || p.Status == projections.StatusInProgress):
+		return fmt.Errorf("play %s: four throws without the settlement", p.ID)
+	case settled && len(p.Throws) != domain.ThrowCount:
+		return fmt.Errorf("play %s: a settlement after %d throws", p.ID, len(p.Throws))
+	case settled && p.Prize != nil && *p.Prize > 0 && p.BalanceAfter != paid[p.ID]:
+		return fmt.Errorf("play %s: a prize of %s settled with the balance at %s, not %s: the prize is not paid",
+			p.ID, *p.Prize, p.BalanceAfter, paid[p.ID])
+	}
+	return nil
 }
 
 func testBounds(t *testing.T, open Open, rules *domain.RuleSet, w *World) {

@@ -84,8 +84,10 @@ func (w *World) prepare(price domain.Amount) *domain.PreparedBlock {
 }
 
 // Do decides a command at Now and applies and records its events, as the
-// writer does; the next block of every emission is prepared first, so that
-// a sell-out opens the next block in the same decision.
+// writer does: one atomic append, each event marked with how many of the
+// decision's events follow it. The next block of every emission is
+// prepared first, so that a sell-out opens the next block in the same
+// decision.
 func (w *World) Do(c domain.Command) (domain.Decision, error) {
 	w.tb.Helper()
 	for _, em := range w.Ledger.NextToPrepare() {
@@ -95,11 +97,12 @@ func (w *World) Do(c domain.Command) (domain.Decision, error) {
 	if err != nil {
 		return d, err
 	}
-	for _, e := range d.Events {
+	for i, e := range d.Events {
 		if err := w.Ledger.Evolve(w.Now, e); err != nil {
 			w.tb.Fatalf("evolve %s: %v", e.EventType(), err)
 		}
-		w.Events = append(w.Events, projections.Envelope{Seq: uint64(len(w.Events) + 1), At: w.Now, Event: e})
+		w.Events = append(w.Events, projections.Envelope{Seq: uint64(len(w.Events) + 1), At: w.Now, Event: e,
+			AppendRemaining: len(d.Events) - 1 - i})
 	}
 	return d, nil
 }
