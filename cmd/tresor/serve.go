@@ -68,16 +68,18 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	store, err := openProjections(ctx, cfg, rules)
-	if err != nil {
-		return err
-	}
-	defer store.Close()
+	// The stream first: on the embedded default it locks the data
+	// directory, and a second serve refused there must touch nothing else.
 	st, err := openStream(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	store, err := openProjections(ctx, cfg, rules)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", cfg.HTTP, err)
