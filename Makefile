@@ -12,7 +12,7 @@ DOMAIN_ALLOWED := github.com/shopspring/decimal
 TEST_TIMEOUT   ?= 60m
 BENCH_TIME     ?= 1x
 
-.PHONY: all build run test test-short bench lint fmt vet imports clean
+.PHONY: all build run test test-short crash bench lint fmt vet imports clean
 
 all: lint test
 
@@ -28,6 +28,17 @@ test:
 
 test-short:
 	$(GO) test -short -count=1 ./...
+
+# crash runs the crash suite at length: concurrent HTTP clients against the
+# real binary, killed with SIGKILL and restarted TRESOR_CRASH_CYCLES times;
+# every acknowledged write is checked against an export of the stream after
+# each kill. `make test` runs it with 5 cycles. TRESOR_CRASH_CLIENTS sets the
+# clients (16), TRESOR_CRASH_SEED replays a run's choices; the figures are
+# the last line.
+TRESOR_CRASH_CYCLES ?= 20
+crash:
+	TRESOR_CRASH_CYCLES=$(TRESOR_CRASH_CYCLES) $(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) \
+		-run '^TestCrashKeepsEveryAcknowledgedWrite$$' ./cmd/tresor
 
 # bench runs every Go benchmark once at its natural size; the figures are
 # quoted in docs/performance.md. BENCH=regex narrows it.
