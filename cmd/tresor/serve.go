@@ -42,9 +42,10 @@ func init() {
 			return serve(ctx, &cfg, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 		},
 	}
-	bindStoreFlags(cmd, &cfg)
+	bindWriterFlags(cmd, &cfg)
 	bindTokenFlag(cmd, &cfg)
-	cmd.Flags().StringVar(&cfg.HTTP, "http", envOr("http", "127.0.0.1:8080"), "address the HTTP API listens on ($TRESOR_HTTP)")
+	cmd.Flags().StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address the HTTP API and the pages listen on ($TRESOR_HTTP)")
+	withEnv(cmd.Flags(), "http")
 	connectionFlag(cmd.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections instead of memory ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	rootCmd.AddCommand(cmd)
 }
@@ -60,7 +61,7 @@ func init() {
 // unavailable until the service is ready (see readiness).
 func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	started := time.Now()
-	tokens, err := cfg.tokens()
+	tokens, err := cfg.tokens(cfg.NATSURL == "")
 	if err != nil {
 		return err
 	}
