@@ -20,6 +20,7 @@ import (
 	"github.com/fdj/tresor/projections/memstore"
 	"github.com/fdj/tresor/projections/pgstore"
 	"github.com/fdj/tresor/settlement"
+	"github.com/fdj/tresor/web"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -69,6 +70,10 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	pages, err := web.New(rules)
+	if err != nil {
+		return err
+	}
 	store, err := openProjections(ctx, cfg, rules)
 	if err != nil {
 		return err
@@ -87,7 +92,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	runner := projections.NewRunner(eventSource{st.store}, store)
 	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn()}
 	srv := &http.Server{
-		Handler:           api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log}),
+		Handler:           api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log, Pages: pages}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      api.RequestTimeout + 5*time.Second,
