@@ -104,7 +104,7 @@ async function main() {
         el('p', { class: 'source' }, v.root_source === 'independent' ? `Root ${v.root}, as published at ${from}.`
           : v.root_source === 'document' ? `Root ${v.root}: the play's own claim (the published commitment could not be read).` : 'No root.'),
         el('ul', { class: 'checks' }, v.checks.map(c => el('li', { 'data-check': c.name, 'data-status': c.status },
-          el('span', { class: 'status ' + c.status }, c.status), ' ', el('code', {}, c.name), ' ', c.detail))));
+          el('span', { class: 'status st-' + c.status }, c.status), ' ', el('code', {}, c.name), ' ', c.detail))));
       say(`Play ${id}: ${v.valid ? 'valid' : 'invalid'}.`);
     } catch (err) { out.replaceChildren(el('p', { class: 'invalid' }, explain(err))); }
     button.disabled = false;
