@@ -98,6 +98,9 @@ type Readiness struct {
 	ProjectionSeq uint64 `json:"projection_seq"`
 	// Lag is how many sequences the projections are behind the writer.
 	Lag uint64 `json:"lag"`
+	// SealSeq is the sequence of the last Seal the projections applied in
+	// this process (0 before the first): where the chain was last signed.
+	SealSeq uint64 `json:"seal_seq"`
 }
 
 // Config is what the API stands on.

@@ -87,14 +87,7 @@ func TestCommitmentsArePublicAndVerifyPlayReadsThem(t *testing.T) {
 		t.Fatalf("commitments file: %d %v %q", resp.StatusCode, resp.Header, file)
 	}
 
-	dir := t.TempDir()
-	save := func(name, body string) string {
-		f := filepath.Join(dir, name)
-		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	save := saver(t, t.TempDir())
 	played := save("play.json", s.getText("/v1/players/p-42/plays/"+id, p42))
 	url := s.url + "/v1/commitments.ndjson"
 	out, stderr, code := run(t, "verify-play", "--file", played, "--commitments", url)
@@ -124,4 +117,16 @@ func TestCommitmentsArePublicAndVerifyPlayReadsThem(t *testing.T) {
 		t.Fatalf("verify-play --commitments on a closed block: exit %d\n%s%s", code, out, stderr)
 	}
 	s.stop()
+}
+
+// saver returns a function that writes a file in dir and returns its path.
+func saver(tb testing.TB, dir string) func(name, body string) string {
+	return func(name, body string) string {
+		tb.Helper()
+		f := filepath.Join(dir, name)
+		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
+			tb.Fatal(err)
+		}
+		return f
+	}
 }

@@ -226,7 +226,7 @@ type readiness struct {
 // state implements api.Config.Readiness; it does no I/O.
 func (r *readiness) state() api.Readiness {
 	w := r.gate.w.Load()
-	rd := api.Readiness{ProjectionSeq: r.runner.Applied(), StartSeq: r.target.Load(), WriterSeq: r.gate.LastSeq()}
+	rd := api.Readiness{ProjectionSeq: r.runner.Applied(), StartSeq: r.target.Load(), WriterSeq: r.gate.LastSeq(), SealSeq: r.runner.LastSeal()}
 	if rd.WriterSeq > rd.ProjectionSeq {
 		rd.Lag = rd.WriterSeq - rd.ProjectionSeq
 	}

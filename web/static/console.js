@@ -56,7 +56,7 @@ async function service() {
       ['Projections position', integer(r.projection_seq)],
       ['Projection lag', `${integer(r.lag)} event(s)`],
       ['Head at start', integer(r.start_seq)],
-      ['Seals', 'the committer seals the chain after the writer\'s events; `tresor audit` checks every seal'],
+      ['Last seal', r.seal_seq ? `stream position ${integer(r.seal_seq)} (the signed chain head; tresor audit checks every seal)` : 'none applied since this process started'],
     ].flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
     if (r.status !== 'ready') say('Tresor is starting… the figures below are not final yet.');
   } catch (e) { say('Tresor cannot be reached.'); }
@@ -144,9 +144,9 @@ function tierChart(b) {
 // seen, the rate the Article 3 table pays once sold out, and the legal
 // bounds (62 % to 75 %), with their values in text.
 function rateChart(b, points, target) {
-  const W = 560, H = 220, L = 56, R = 16, T = 16, B = 36;
+  const W = 560, H = 220, L = 68, R = 16, T = 16, B = 36;
   const min = Number(rules.payout_rate_min), max = Number(rules.payout_rate_max);
-  const yMax = Math.max(1, ...points.map(p => p[1]));
+  const yMax = Math.max(0.9, ...points.map(p => p[1] * 1.1));
   const X = s => L + (W - L - R) * s / b.units;
   const Y = r => T + (H - T - B) * (1 - r / yMax);
   const g = svg('svg', { viewBox: `0 0 ${W} ${H}`, class: 'chart rate', role: 'img', 'data-chart': 'payout-rate',
@@ -158,9 +158,12 @@ function rateChart(b, points, target) {
     svg('text', { x: W - R, y: H - 8, class: 'axis', 'text-anchor': 'end' }, `${integer(b.units)} units sold`),
     svg('text', { x: L - 6, y: Y(0) + 4, class: 'axis', 'text-anchor': 'end' }, '0 %'),
     svg('text', { x: L - 6, y: Y(yMax) + 4, class: 'axis', 'text-anchor': 'end' }, percent(yMax)));
-  for (const [r, cls, label] of [[min, 'bound', `legal min ${percent(min)}`], [max, 'bound', `legal max ${percent(max)}`], [target, 'target', `Article 3 ${percent(target)}`]]) {
+  // The three lines lie close together: their labels go above (the
+  // maximum), below (the minimum) and at the left (the table's rate).
+  for (const [r, cls, label, x, dy, anchor] of [[min, 'bound', `legal min ${percent(min)}`, W - R - 4, 13, 'end'],
+    [max, 'bound', `legal max ${percent(max)}`, W - R - 4, -4, 'end'], [target, 'target', `Article 3 ${percent(target)}`, L + 60, -4, 'start']]) {
     g.append(svg('line', { x1: L, x2: W - R, y1: Y(r), y2: Y(r), class: cls }),
-      svg('text', { x: W - R - 4, y: Y(r) - 3, class: 'axis', 'text-anchor': 'end' }, label));
+      svg('text', { x, y: Y(r) + dy, class: 'axis', 'text-anchor': anchor }, label));
   }
   if (points.length) {
     g.append(svg('polyline', { points: points.map(p => `${X(p[0])},${Y(p[1])}`).join(' '), class: 'line' }));
