@@ -43,7 +43,7 @@ func TestPagesAreServedWithTheirRulesAndPolicy(t *testing.T) {
 		var got struct {
 			Version string `json:"version"`
 			Tables  []struct {
-				Price string `json:"price"`
+				Price string                `json:"price"`
 				Lots  []struct{ Count int } `json:"lots"`
 			} `json:"tables"`
 		}
