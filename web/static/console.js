@@ -159,9 +159,9 @@ function rateChart(b, points, target) {
     svg('text', { x: L - 6, y: Y(0) + 4, class: 'axis', 'text-anchor': 'end' }, '0 %'),
     svg('text', { x: L - 6, y: Y(yMax) + 4, class: 'axis', 'text-anchor': 'end' }, percent(yMax)));
   // The three lines lie close together: their labels go above (the
-  // maximum), below (the minimum) and at the left (the table's rate).
+  // maximum), below (the minimum and, at the left, the table's rate).
   for (const [r, cls, label, x, dy, anchor] of [[min, 'bound', `legal min ${percent(min)}`, W - R - 4, 13, 'end'],
-    [max, 'bound', `legal max ${percent(max)}`, W - R - 4, -4, 'end'], [target, 'target', `Article 3 ${percent(target)}`, L + 60, -4, 'start']]) {
+    [max, 'bound', `legal max ${percent(max)}`, W - R - 4, -4, 'end'], [target, 'target', `Article 3 ${percent(target)}`, L + 60, 11, 'start']]) {
     g.append(svg('line', { x1: L, x2: W - R, y1: Y(r), y2: Y(r), class: cls }),
       svg('text', { x, y: Y(r) + dy, class: 'axis', 'text-anchor': anchor }, label));
   }
