@@ -56,7 +56,7 @@ vet:
 
 # imports keeps the dependency rule of style.md: domain imports only the
 # standard library (and decimal); eventstore and projections never import
-# each other; nothing imports cmd.
+# each other; web imports only domain; nothing imports cmd.
 imports:
 	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./domain | \
 		grep -v -x -e 'github.com/fdj/tresor/domain' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
@@ -65,6 +65,9 @@ imports:
 		echo "eventstore imports projections"; exit 1; fi
 	@if [ -d projections ] && $(GO) list -deps ./projections/... 2>/dev/null | grep -q '^github.com/fdj/tresor/eventstore'; then \
 		echo "projections imports eventstore"; exit 1; fi
+	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./web | \
+		grep -v -x -e 'github.com/fdj/tresor/web' -e 'github.com/fdj/tresor/domain' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
+	if [ -n "$$bad" ]; then echo "web imports more than domain (its pages call the API like any client):"; echo "$$bad"; exit 1; fi
 	@if $(GO) list -f '{{join .Imports "\n"}}' ./... | grep -q '^github.com/fdj/tresor/cmd'; then \
 		echo "a package imports cmd"; exit 1; fi
 	@echo "imports: ok"

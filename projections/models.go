@@ -140,20 +140,23 @@ type TierRow struct {
 // BlockReport is what may be shown of it; Totals is what reconciliation
 // reads of it.
 type BlockRow struct {
-	ID         string                    `json:"id"`
-	Emission   string                    `json:"emission"`
-	Index      int                       `json:"index"`
-	Price      domain.Amount             `json:"price"`
-	Units      int                       `json:"units"`
-	State      domain.BlockState         `json:"state"`
-	Commitment domain.Commitment         `json:"commitment"`
-	Seed       *domain.Seed              `json:"seed,omitempty"`
-	OpenedAt   time.Time                 `json:"opened_at"`
-	ClosedAt   *time.Time                `json:"closed_at,omitempty"`
-	Settled    int                       `json:"settled"`
-	Counters   Counters                  `json:"counters"`
-	Tiers      [domain.TierCount]TierRow `json:"tiers"`
-	LastSeq    uint64                    `json:"last_seq"`
+	ID         string            `json:"id"`
+	Emission   string            `json:"emission"`
+	Index      int               `json:"index"`
+	Price      domain.Amount     `json:"price"`
+	Units      int               `json:"units"`
+	State      domain.BlockState `json:"state"`
+	Commitment domain.Commitment `json:"commitment"`
+	Seed       *domain.Seed      `json:"seed,omitempty"`
+	OpenedAt   time.Time         `json:"opened_at"`
+	// OpenedSeq is the stream sequence of the block's BlockOpened: where
+	// anyone holding a copy of the stream finds the commitment.
+	OpenedSeq uint64                    `json:"opened_seq"`
+	ClosedAt  *time.Time                `json:"closed_at,omitempty"`
+	Settled   int                       `json:"settled"`
+	Counters  Counters                  `json:"counters"`
+	Tiers     [domain.TierCount]TierRow `json:"tiers"`
+	LastSeq   uint64                    `json:"last_seq"`
 }
 
 // Counters are the money figures reconciliation adds up, per block and per
@@ -241,7 +244,9 @@ type BlockReport struct {
 	Commitment domain.Commitment `json:"commitment"`
 	Seed       *domain.Seed      `json:"seed,omitempty"`
 	OpenedAt   time.Time         `json:"opened_at"`
-	ClosedAt   *time.Time        `json:"closed_at,omitempty"`
+	// OpenedSeq is the stream sequence of the block's BlockOpened event.
+	OpenedSeq uint64     `json:"opened_seq"`
+	ClosedAt  *time.Time `json:"closed_at,omitempty"`
 }
 
 // PayoutRateDecimals is the precision of payout rates, as domain's tables.
@@ -253,7 +258,7 @@ func (b *BlockRow) Report() BlockReport {
 		ID: b.ID, Emission: b.Emission, Index: b.Index, Price: b.Price, State: b.State,
 		Units: b.Units, Sold: b.Counters.UnitsSold, Left: b.Units - b.Counters.UnitsSold,
 		Sales: b.Counters.Sales, PrizesPaid: b.Counters.PrizesPaid, PayoutRate: decimal.Zero,
-		Commitment: b.Commitment, OpenedAt: b.OpenedAt, ClosedAt: b.ClosedAt,
+		Commitment: b.Commitment, OpenedAt: b.OpenedAt, OpenedSeq: b.OpenedSeq, ClosedAt: b.ClosedAt,
 	}
 	if b.Counters.Sales > 0 {
 		r.PayoutRate = decimal.NewFromInt(int64(b.Counters.PrizesPaid)).

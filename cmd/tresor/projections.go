@@ -25,7 +25,7 @@ func init() {
 		Short: "Rebuild the PostgreSQL projections from the first event beside the live copy, then switch readers to it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.Validate(); err != nil {
+			if err := cfg.validateStore(); err != nil {
 				return err
 			}
 			return rebuildProjections(cmd.Context(), &cfg, cmd.ErrOrStderr())

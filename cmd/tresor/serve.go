@@ -20,6 +20,7 @@ import (
 	"github.com/fdj/tresor/projections/memstore"
 	"github.com/fdj/tresor/projections/pgstore"
 	"github.com/fdj/tresor/settlement"
+	"github.com/fdj/tresor/web"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -42,9 +43,10 @@ func init() {
 			return serve(ctx, &cfg, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 		},
 	}
-	bindStoreFlags(cmd, &cfg)
+	bindWriterFlags(cmd, &cfg)
 	bindTokenFlag(cmd, &cfg)
-	cmd.Flags().StringVar(&cfg.HTTP, "http", envOr("http", "127.0.0.1:8080"), "address the HTTP API listens on ($TRESOR_HTTP)")
+	cmd.Flags().StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address the HTTP API and the pages listen on ($TRESOR_HTTP)")
+	withEnv(cmd.Flags(), "http")
 	connectionFlag(cmd.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections instead of memory ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	rootCmd.AddCommand(cmd)
 }
@@ -60,11 +62,15 @@ func init() {
 // unavailable until the service is ready (see readiness).
 func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	started := time.Now()
-	tokens, err := cfg.tokens()
+	tokens, err := cfg.tokens(cfg.NATSURL == "")
 	if err != nil {
 		return err
 	}
 	rules, err := domain.DefaultRules()
+	if err != nil {
+		return err
+	}
+	pages, err := web.New(rules)
 	if err != nil {
 		return err
 	}
@@ -88,7 +94,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	runner := projections.NewRunner(eventSource{st.store}, store)
 	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn()}
 	srv := &http.Server{
-		Handler:           api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log}),
+		Handler:           api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log, Pages: pages}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      api.RequestTimeout + 5*time.Second,
@@ -222,7 +228,7 @@ type readiness struct {
 // state implements api.Config.Readiness; it does no I/O.
 func (r *readiness) state() api.Readiness {
 	w := r.gate.w.Load()
-	rd := api.Readiness{ProjectionSeq: r.runner.Applied(), StartSeq: r.target.Load(), WriterSeq: r.gate.LastSeq()}
+	rd := api.Readiness{ProjectionSeq: r.runner.Applied(), StartSeq: r.target.Load(), WriterSeq: r.gate.LastSeq(), SealSeq: r.runner.LastSeal()}
 	if rd.WriterSeq > rd.ProjectionSeq {
 		rd.Lag = rd.WriterSeq - rd.ProjectionSeq
 	}
