@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Metrics are a feed's Prometheus metrics, labelled by feed name. A nil
@@ -69,4 +70,14 @@ func (m *Metrics) failed(feed, reason string) {
 		return
 	}
 	m.errors.WithLabelValues(feed, reason).Inc()
+}
+
+// Position returns the feed's position as last recorded (0 when none):
+// what a benchmark samples.
+func (m *Metrics) Position(feed string) uint64 {
+	var d dto.Metric
+	if m == nil || m.position.WithLabelValues(feed).Write(&d) != nil {
+		return 0
+	}
+	return uint64(d.GetGauge().GetValue())
 }

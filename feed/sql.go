@@ -2,6 +2,7 @@ package feed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
@@ -34,7 +35,7 @@ func ValidTable(name string) bool { return tablePattern.MatchString(name) && nam
 type SQLTarget struct {
 	url, table, name string
 	pool             *pgxpool.Pool
-	schema           wsql.DefaultPostgreSQLSchema
+	schema           OutboxSchema
 	// expect is the checkpoint this feed last read or wrote: a row found
 	// elsewhere means another feed of the same name moved it.
 	expect uint64
@@ -46,9 +47,37 @@ func NewSQLTarget(url, table, name string) (*SQLTarget, error) {
 	if !ValidTable(table) {
 		return nil, fmt.Errorf("table %q: want a lowercase identifier (letters, digits, _), not %s", table, CheckpointsTable)
 	}
-	t := &SQLTarget{url: url, table: table, name: name}
-	t.schema = wsql.DefaultPostgreSQLSchema{GenerateMessagesTableName: func(string) string { return pgx.Identifier{table}.Sanitize() }}
-	return t, nil
+	return &SQLTarget{url: url, table: table, name: name, schema: NewOutboxSchema(table)}, nil
+}
+
+// OutboxSchema is watermill-sql's default PostgreSQL schema (the same
+// table, which a watermill subscriber reads as usual) whose INSERT takes
+// the messages as three arrays: one statement text for any number of
+// messages, prepared once, where the default's multi-row VALUES is a new
+// statement, parsed and planned again, for every batch size.
+type OutboxSchema struct {
+	wsql.DefaultPostgreSQLSchema
+}
+
+// NewOutboxSchema returns the schema of a messages table.
+func NewOutboxSchema(table string) OutboxSchema {
+	return OutboxSchema{wsql.DefaultPostgreSQLSchema{GenerateMessagesTableName: func(string) string { return pgx.Identifier{table}.Sanitize() }}}
+}
+
+// InsertQuery inserts the messages in their order: the offsets, which
+// readers order by, follow the arrays' order.
+func (s OutboxSchema) InsertQuery(params wsql.InsertQueryParams) (wsql.Query, error) {
+	uuids, payloads, metadata := make([]string, len(params.Msgs)), make([]string, len(params.Msgs)), make([]string, len(params.Msgs))
+	for i, m := range params.Msgs {
+		meta, err := json.Marshal(m.Metadata)
+		if err != nil {
+			return wsql.Query{}, fmt.Errorf("encode metadata of message %s: %w", m.UUID, err)
+		}
+		uuids[i], payloads[i], metadata[i] = m.UUID, string(m.Payload), string(meta)
+	}
+	q := `INSERT INTO ` + s.MessagesTable(params.Topic) + ` (uuid, payload, metadata, transaction_id)
+		SELECT u, p::json, m::json, pg_current_xact_id() FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS x(u, p, m, i) ORDER BY i`
+	return wsql.Query{Query: q, Args: []any{uuids, payloads, metadata}}, nil
 }
 
 // Table is the messages table's name.
@@ -117,9 +146,9 @@ func (t *SQLTarget) Checkpoint(ctx context.Context) (uint64, error) {
 	return t.expect, nil
 }
 
-// Publish implements Target: one transaction locks the feed's checkpoint
-// row, inserts the messages through a watermill publisher on that
-// transaction, moves the checkpoint and commits.
+// Publish implements Target: one transaction moves the feed's checkpoint
+// (if no one else did), inserts the messages through a watermill
+// publisher on that transaction, and commits.
 func (t *SQLTarget) Publish(ctx context.Context, msgs []Message, to uint64) error {
 	if err := t.connect(ctx); err != nil {
 		return err
@@ -129,16 +158,23 @@ func (t *SQLTarget) Publish(ctx context.Context, msgs []Message, to uint64) erro
 		return classifySQL(err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	var seq int64
-	if err := tx.QueryRow(ctx, `SELECT seq FROM `+CheckpointsTable+` WHERE name = $1 FOR UPDATE`, t.name).Scan(&seq); err != nil {
-		return classifySQL(fmt.Errorf("lock checkpoint: %w", err))
+	// Moving the checkpoint first takes its row lock for the transaction:
+	// a second feed of the same name waits, then finds it moved.
+	tag, err := tx.Exec(ctx, `UPDATE `+CheckpointsTable+` SET seq = $3, updated_at = now() WHERE name = $1 AND seq = $2`,
+		t.name, int64(t.expect), int64(to))
+	if err != nil {
+		return classifySQL(fmt.Errorf("move checkpoint: %w", err))
 	}
-	switch {
-	case uint64(seq) == to && to != t.expect:
-		// The last attempt committed and lost its answer.
-		t.expect = to
-		return nil
-	case uint64(seq) != t.expect:
+	if tag.RowsAffected() != 1 {
+		var seq int64
+		if err := tx.QueryRow(ctx, `SELECT seq FROM `+CheckpointsTable+` WHERE name = $1`, t.name).Scan(&seq); err != nil {
+			return classifySQL(fmt.Errorf("read checkpoint: %w", err))
+		}
+		if uint64(seq) == to {
+			// The last attempt committed and lost its answer.
+			t.expect = to
+			return nil
+		}
 		return fmt.Errorf("checkpoint of feed %s is %d, this feed left it at %d: %w", t.name, seq, t.expect, ErrFenced)
 	}
 	if len(msgs) > 0 {
@@ -154,9 +190,6 @@ func (t *SQLTarget) Publish(ctx context.Context, msgs []Message, to uint64) erro
 		if err := pub.Publish(t.table, w...); err != nil {
 			return classifySQL(err)
 		}
-	}
-	if _, err := tx.Exec(ctx, `UPDATE `+CheckpointsTable+` SET seq = $2, updated_at = now() WHERE name = $1`, t.name, int64(to)); err != nil {
-		return classifySQL(fmt.Errorf("move checkpoint: %w", err))
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return classifySQL(fmt.Errorf("commit: %w", err))

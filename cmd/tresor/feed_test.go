@@ -419,14 +419,32 @@ func amqpQueue(tb testing.TB, url, exchange, name string, qargs, bind amqp.Table
 		tb.Fatal(err)
 	}
 	tb.Cleanup(func() {
-		for _, name := range []string{q, feed.UnroutedQueue(exchange), "tresor.feed." + name + ".checkpoint"} {
-			ch.QueueDelete(name, false, false, false)
+		ch.QueueDelete(q, false, false, false)
+		conn.Close()
+	})
+	amqpCleanup(tb, url, exchange, name)
+	return q
+}
+
+// amqpCleanup deletes, at the end of the test, the exchange and the
+// queues a feed of that name declares.
+func amqpCleanup(tb testing.TB, url, exchange, name string) {
+	tb.Cleanup(func() {
+		conn, err := amqp.Dial(url)
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		ch, err := conn.Channel()
+		if err != nil {
+			return
+		}
+		for _, q := range []string{feed.UnroutedQueue(exchange), "tresor.feed." + name + ".checkpoint"} {
+			ch.QueueDelete(q, false, false, false)
 		}
 		ch.ExchangeDelete(exchange, false, false)
 		ch.ExchangeDelete(feed.UnroutedQueue(exchange), false, false)
-		conn.Close()
 	})
-	return q
 }
 
 // drain takes every message of a queue: those it holds when called.
