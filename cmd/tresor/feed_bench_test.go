@@ -137,4 +137,3 @@ func benchFeedLag(b *testing.B, newTarget func(string) (feed.Target, error), run
 	b.ReportMetric(float64(caughtUp.Milliseconds()), "caught_up_ms")
 	b.Logf("simulate: %s", simOut)
 }
-
