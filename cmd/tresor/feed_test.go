@@ -161,8 +161,8 @@ func (f *feedFixture) feed(tb testing.TB, want int, args ...string) string {
 	return stderr
 }
 
-// readTable reads a feed's outbox table as finance would, in order.
-func readTable(tb testing.TB, db, table string) []feedMsg {
+// withConn runs fn on a connection to db.
+func withConn(tb testing.TB, db string, fn func(context.Context, *pgx.Conn)) {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -171,61 +171,57 @@ func readTable(tb testing.TB, db, table string) []feedMsg {
 		tb.Fatal(err)
 	}
 	defer conn.Close(ctx)
-	rows, err := conn.Query(ctx, `SELECT uuid, payload::text, metadata->>'seq' FROM `+table+` ORDER BY "offset"`)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var out []feedMsg
-	for rows.Next() {
-		var uuid, payload, seq string
-		if err := rows.Scan(&uuid, &payload, &seq); err != nil {
+	fn(ctx, conn)
+}
+
+// readTable reads a feed's outbox table as finance would, in order.
+func readTable(tb testing.TB, db, table string) (out []feedMsg) {
+	tb.Helper()
+	withConn(tb, db, func(ctx context.Context, conn *pgx.Conn) {
+		rows, err := conn.Query(ctx, `SELECT uuid, payload::text, metadata->>'seq' FROM `+table+` ORDER BY "offset"`)
+		if err != nil {
 			tb.Fatal(err)
 		}
-		m := parseFeedMsg(tb, uuid, []byte(payload))
-		if seq != strconv.FormatUint(m.Seq, 10) {
-			tb.Fatalf("message %s: metadata seq %s, payload seq %d", uuid, seq, m.Seq)
+		for rows.Next() {
+			var uuid, payload, seq string
+			if err := rows.Scan(&uuid, &payload, &seq); err != nil {
+				tb.Fatal(err)
+			}
+			m := parseFeedMsg(tb, uuid, []byte(payload))
+			if seq != strconv.FormatUint(m.Seq, 10) {
+				tb.Fatalf("message %s: metadata seq %s, payload seq %d", uuid, seq, m.Seq)
+			}
+			out = append(out, m)
 		}
-		out = append(out, m)
-	}
-	if err := rows.Err(); err != nil {
-		tb.Fatal(err)
-	}
+		if err := rows.Err(); err != nil {
+			tb.Fatal(err)
+		}
+	})
 	return out
 }
 
 // sqlExec runs statements on db.
 func sqlExec(tb testing.TB, db string, stmts ...string) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	for _, s := range stmts {
-		if _, err := conn.Exec(ctx, s); err != nil {
-			tb.Fatalf("%s: %v", s, err)
+	withConn(tb, db, func(ctx context.Context, conn *pgx.Conn) {
+		for _, s := range stmts {
+			if _, err := conn.Exec(ctx, s); err != nil {
+				tb.Fatalf("%s: %v", s, err)
+			}
 		}
-	}
+	})
 }
 
 // sqlCheckpoint is a feed's checkpoint row (0 when missing).
-func sqlCheckpoint(tb testing.TB, db, name string) uint64 {
+func sqlCheckpoint(tb testing.TB, db, name string) (seq uint64) {
 	tb.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, db)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	var seq int64
-	err = conn.QueryRow(ctx, `SELECT seq FROM `+feed.CheckpointsTable+` WHERE name = $1`, name).Scan(&seq)
-	if err != nil && err != pgx.ErrNoRows {
-		tb.Fatal(err)
-	}
-	return uint64(seq)
+	withConn(tb, db, func(ctx context.Context, conn *pgx.Conn) {
+		err := conn.QueryRow(ctx, `SELECT seq FROM `+feed.CheckpointsTable+` WHERE name = $1`, name).Scan(&seq)
+		if err != nil && err != pgx.ErrNoRows {
+			tb.Fatal(err)
+		}
+	})
+	return seq
 }
 
 // dedupe keeps the first message of each UUID, checking that every
@@ -400,14 +396,7 @@ func (p *feedProc) stop(tb testing.TB, sig os.Signal) error {
 // queues of name at the end of the test.
 func amqpQueue(tb testing.TB, url, exchange, name string, qargs, bind amqp.Table) string {
 	tb.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	ch, err := conn.Channel()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	ch, done := amqpChannel(tb, url)
 	if err := feed.DeclareTopology(ch, exchange); err != nil {
 		tb.Fatal(err)
 	}
@@ -420,7 +409,7 @@ func amqpQueue(tb testing.TB, url, exchange, name string, qargs, bind amqp.Table
 	}
 	tb.Cleanup(func() {
 		ch.QueueDelete(q, false, false, false)
-		conn.Close()
+		done()
 	})
 	amqpCleanup(tb, url, exchange, name)
 	return q
@@ -430,15 +419,8 @@ func amqpQueue(tb testing.TB, url, exchange, name string, qargs, bind amqp.Table
 // queues a feed of that name declares.
 func amqpCleanup(tb testing.TB, url, exchange, name string) {
 	tb.Cleanup(func() {
-		conn, err := amqp.Dial(url)
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		ch, err := conn.Channel()
-		if err != nil {
-			return
-		}
+		ch, done := amqpChannel(tb, url)
+		defer done()
 		for _, q := range []string{feed.UnroutedQueue(exchange), "tresor.feed." + name + ".checkpoint"} {
 			ch.QueueDelete(q, false, false, false)
 		}
@@ -447,19 +429,26 @@ func amqpCleanup(tb testing.TB, url, exchange, name string) {
 	})
 }
 
-// drain takes every message of a queue: those it holds when called.
-func drain(tb testing.TB, url, queue string) []feedMsg {
+// amqpChannel opens a channel on a new connection; done closes both.
+func amqpChannel(tb testing.TB, url string) (ch *amqp.Channel, done func()) {
 	tb.Helper()
-	n := queueDepth(tb, url, queue)
 	conn, err := amqp.Dial(url)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
+	if ch, err = conn.Channel(); err != nil {
+		conn.Close()
 		tb.Fatal(err)
 	}
+	return ch, func() { conn.Close() }
+}
+
+// drain takes every message of a queue: those it holds when called.
+func drain(tb testing.TB, url, queue string) []feedMsg {
+	tb.Helper()
+	n := queueDepth(tb, url, queue)
+	ch, done := amqpChannel(tb, url)
+	defer done()
 	if err := ch.Qos(1000, 0, false); err != nil {
 		tb.Fatal(err)
 	}
@@ -486,15 +475,8 @@ func drain(tb testing.TB, url, queue string) []feedMsg {
 // queueDepth is how many messages wait in a queue.
 func queueDepth(tb testing.TB, url, queue string) int {
 	tb.Helper()
-	conn, err := amqp.Dial(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		tb.Fatal(err)
-	}
+	ch, done := amqpChannel(tb, url)
+	defer done()
 	q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 	if err != nil {
 		tb.Fatal(err)
