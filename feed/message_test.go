@@ -10,7 +10,7 @@ import (
 // a consumer's recomputed UUIDs never stop matching.
 func TestMessageUUIDIsPinned(t *testing.T) {
 	for _, tc := range []struct {
-		kind          feed.Kind
+		kind        feed.Kind
 		event, want string
 	}{
 		{feed.KindPostings, "VHiU4SkkKLZxqj2ugRWM0w", "8220e473-7f8d-5c0d-a8ef-ef6c80ea40ac"},
