@@ -226,7 +226,8 @@ func (t *AMQPTarget) Publish(ctx context.Context, msgs []Message, to uint64) err
 	// A broker that blocks publishers (a memory or disk alarm) would hold
 	// the transaction's commit, which takes no context: closing the
 	// connection at the deadline ends it.
-	stop := context.AfterFunc(ctx, func() { t.conn.Connection().Close() })
+	conn := t.conn.Connection()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 	err := t.publish(ctx, msgs, to)
 	if err != nil {
