@@ -5,7 +5,9 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -400,13 +402,35 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	checkUnits(t, events, l)
 }
 
+// sellOutPrices are the prices TestSellOutOfABlockOfEachPricePaysArticle3
+// sells a block of: TRESOR_SELLOUT_PRICES ("0.50,1,2" with `make sellout`),
+// one price by default, so that `make test` stays bounded (a sold-out block
+// is 3.3 million events: two minutes on a quiet machine, ten on a loaded
+// one, and as long again to replay).
+func sellOutPrices(tb testing.TB) []domain.Amount {
+	v := os.Getenv("TRESOR_SELLOUT_PRICES")
+	if v == "" {
+		v = "0.50"
+	}
+	var out []domain.Amount
+	for _, p := range strings.Split(v, ",") {
+		a, err := domain.ParseAmount(strings.TrimSpace(p))
+		if err != nil {
+			tb.Fatalf("TRESOR_SELLOUT_PRICES=%q: %v", v, err)
+		}
+		out = append(out, a)
+	}
+	return out
+}
+
 func TestSellOutOfABlockOfEachPricePaysArticle3(t *testing.T) {
 	if testing.Short() {
-		t.Skip("sells out three blocks of 450 000 units: run without -short")
+		t.Skip("sells out blocks of 450 000 units: run without -short")
 	}
 	n := startNode(t, t.TempDir(), nil)
 	rules, _ := domain.DefaultRules()
-	for _, price := range []domain.Amount{50, 100, 200} {
+	prices := sellOutPrices(t)
+	for _, price := range prices {
 		table, _ := rules.Table(price)
 		res, err := Simulate(context.Background(), n.w, SimConfig{Price: price, Plays: rules.BlockUnits, Players: 1024})
 		if err != nil {
@@ -419,7 +443,7 @@ func TestSellOutOfABlockOfEachPricePaysArticle3(t *testing.T) {
 		t.Logf("price %s: %d plays in %s (%.0f plays/s, p99 %s)", price, res.Plays, res.Elapsed.Round(time.Millisecond),
 			float64(res.Plays)/res.Elapsed.Seconds(), Percentile(res.Latencies, 99))
 	}
-	n.waitClosed(3)
+	n.waitClosed(len(prices))
 	books, l, events := n.replay()
 	checkUnits(t, events, l)
 	for _, b := range l.Blocks {
