@@ -2,6 +2,7 @@ package projections
 
 import (
 	"cmp"
+	"context"
 	"encoding/csv"
 	"fmt"
 	"io"
@@ -471,4 +472,88 @@ func SortWins(ws []Win) {
 		}
 		return cmp.Compare(a.Play, b.Play)
 	})
+}
+
+// The reports of the pack, by name.
+const (
+	ReportBlocks    = "blocks"
+	ReportEmissions = "emissions"
+	ReportDays      = "days"
+	ReportLiability = "liability"
+	ReportLargeWins = "large-wins"
+)
+
+// ReportKinds lists the reports of the pack.
+var ReportKinds = []string{ReportBlocks, ReportEmissions, ReportDays, ReportLiability, ReportLargeWins}
+
+// ReportQuery asks for one report: its kind, its period (YYYY-MM-DD days,
+// both included; empty from is the first day of activity, empty to is
+// today), and for large wins the threshold and how many at most.
+type ReportQuery struct {
+	Kind      string
+	From, To  string
+	Threshold domain.Amount
+	Limit     int
+	// Now is the report's generation time (today's end of the period).
+	Now time.Time
+}
+
+// Report is one report of the pack: what it covers, when it was generated
+// and the stream position it reflects, so that it can be reproduced, and
+// its rows. Its JSON keys are a contract: add, never rename.
+type Report struct {
+	Report       string    `json:"report"`
+	Period       Period    `json:"period"`
+	GeneratedAt  time.Time `json:"generated_at"`
+	StreamSeq    uint64    `json:"stream_seq"`
+	RulesVersion string    `json:"rules_version"`
+	// Threshold and More are the large-wins report's: its threshold, and
+	// whether its limit left wins out.
+	Threshold *domain.Amount `json:"threshold,omitempty"`
+	More      bool           `json:"more,omitempty"`
+	Rows      any            `json:"rows"`
+	csv       func(io.Writer) error
+}
+
+// WriteCSV writes the report's rows as CSV.
+func (r *Report) WriteCSV(w io.Writer) error { return r.csv(w) }
+
+// BuildReport reads what a report needs from a store, in one snapshot, and
+// builds it.
+func BuildReport(ctx context.Context, s Store, rules *domain.RuleSet, q ReportQuery) (*Report, error) {
+	if !slices.Contains(ReportKinds, q.Kind) {
+		return nil, errorsf(ErrInvalid, "report %q: want one of %v", q.Kind, ReportKinds)
+	}
+	d, err := s.ReportData(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("report %s: %w", q.Kind, err)
+	}
+	p, err := NewPeriod(q.From, q.To, d.FirstDay(), q.Now)
+	if err != nil {
+		return nil, err
+	}
+	r := &Report{Report: q.Kind, Period: p, GeneratedAt: q.Now.UTC(), StreamSeq: d.Seq, RulesVersion: rules.Version}
+	switch q.Kind {
+	case ReportBlocks:
+		rows := BlocksReport(&d, p)
+		r.Rows, r.csv = rows, func(w io.Writer) error { return CSV(w, BlocksHeader, rows, BlockRowCSV) }
+	case ReportEmissions:
+		rows := EmissionsReport(&d, p)
+		r.Rows, r.csv = rows, func(w io.Writer) error { return CSV(w, EmissionsHeader, rows, EmissionRowCSV) }
+	case ReportDays:
+		rows := DaysReport(&d, p, rules)
+		r.Rows, r.csv = rows, func(w io.Writer) error { return CSV(w, DaysHeader, rows, DayRowCSV) }
+	case ReportLiability:
+		rows := LiabilityReport(&d, p)
+		r.Rows, r.csv = rows, func(w io.Writer) error { return CSV(w, LiabilityHeader, rows, LiabilityRowCSV) }
+	case ReportLargeWins:
+		wins, seq, more, err := s.LargeWins(ctx, LargeWinsQuery{Threshold: q.Threshold, From: p.Start(), To: p.End(), Limit: q.Limit})
+		if err != nil {
+			return nil, fmt.Errorf("report %s: %w", q.Kind, err)
+		}
+		threshold := q.Threshold
+		r.Rows, r.StreamSeq, r.More, r.Threshold = wins, seq, more, &threshold
+		r.csv = func(w io.Writer) error { return CSV(w, WinsHeader, wins, WinRowCSV) }
+	}
+	return r, nil
 }

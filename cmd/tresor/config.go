@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/fdj/tresor/domain"
 	"github.com/spf13/cobra"
 )
 
@@ -43,6 +44,12 @@ type Config struct {
 	// AbandonAfter is how long a play waits for its player before the
 	// system completes it.
 	AbandonAfter time.Duration
+	// SignificantMaxAge is how long the significant-event log keeps an
+	// entry.
+	SignificantMaxAge time.Duration
+	// SettingsFile is the jurisdiction's settings (limits, exclusions) the
+	// writer decides under; empty for the embedded default.
+	SettingsFile string
 }
 
 // env names the environment variable of each setting.
@@ -50,7 +57,7 @@ var env = map[string]string{
 	"data": "TRESOR_DATA", "nats": "TRESOR_NATS_URL", "database-url": "TRESOR_DATABASE_URL", "http": "TRESOR_HTTP",
 	"master-key-file": "TRESOR_MASTER_KEY_FILE", "seal-key-file": "TRESOR_SEAL_KEY_FILE",
 	"sync-interval": "TRESOR_SYNC_INTERVAL", "replicas": "TRESOR_REPLICAS", "abandon-after": "TRESOR_ABANDON_AFTER",
-	"token-key-file": "TRESOR_TOKEN_KEY_FILE",
+	"token-key-file": "TRESOR_TOKEN_KEY_FILE", "settings": "TRESOR_SETTINGS",
 }
 
 // envOr returns the environment variable of a flag, or def.
@@ -84,6 +91,28 @@ func bindStoreFlags(cmd *cobra.Command, c *Config) {
 	f.DurationVar(&c.SyncInterval, "sync-interval", sync, "embedded server fsync interval; 0 syncs every write before acknowledging it ($TRESOR_SYNC_INTERVAL)")
 	abandon, _ := time.ParseDuration(envOr("abandon-after", "10m"))
 	f.DurationVar(&c.AbandonAfter, "abandon-after", abandon, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
+}
+
+// bindSettingsFlag adds the flag of the jurisdiction's settings, for the
+// commands that run the writer.
+func bindSettingsFlag(cmd *cobra.Command, c *Config) {
+	cmd.Flags().StringVar(&c.SettingsFile, "settings", envOr("settings", ""), "jurisdiction settings file (limit periods, raise delay, exclusion terms; default: the embedded domain/jurisdictions/fr-1.json) ($TRESOR_SETTINGS)")
+}
+
+// settings loads and validates the jurisdiction's settings.
+func (c *Config) settings() (*domain.SettingsDocument, error) {
+	if c.SettingsFile == "" {
+		return domain.DefaultSettings()
+	}
+	data, err := os.ReadFile(c.SettingsFile)
+	if err != nil {
+		return nil, usagef("read settings: %v", err)
+	}
+	doc, err := domain.LoadSettings(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.SettingsFile, err)
+	}
+	return doc, nil
 }
 
 // Validate checks the configuration and fills in derived defaults.

@@ -123,6 +123,8 @@ func (s *server) token(role, player string) string {
 	args := []string{"token", "--data", s.data, "--role", role}
 	if player != "" {
 		args = append(args, "--player", player)
+	} else {
+		args = append(args, "--subject", role+"@tests")
 	}
 	out, errOut, code := run(s.tb, args...)
 	if code != 0 {
@@ -253,7 +255,7 @@ func testPlayerLife(t *testing.T, args ...string) {
 	s.problem(422, "invalid_stake", call{"POST", "/v1/emissions", op, "", `{"price":"0.70","blocks":1}`})
 
 	s.must(200, call{"PUT", "/v1/players/p-42", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"1.00"}`})
-	s.must(200, call{"PUT", "/v1/players/p-43", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"10.00","self_excluded":true}`})
+	s.must(200, call{"PUT", "/v1/players/p-43", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"10.00","self_excluded":true,"reason":"asked at registration"}`})
 	acct := s.must(200, call{"POST", "/v1/players/p-42/deposits", op, "d1", `{"amount":"20.00"}`})
 	if acct["balance"] != "20.00" {
 		t.Fatalf("after deposit: %v", acct)
@@ -316,12 +318,12 @@ func testPlayerLife(t *testing.T, args ...string) {
 		{"GET", "/v1/players/p-43/plays/last", p42, "", ""},
 		{"POST", "/v1/players/p-43/plays", p42, "k9", `{"stake":"1.00"}`},
 		{"POST", "/v1/players/p-42/deposits", p42, "d9", `{"amount":"1.00"}`},
-		{"PUT", "/v1/players/p-42", p42, "", `{}`},
+		{"PUT", "/v1/players/p-43", p42, "", `{}`},
 		{"POST", "/v1/emissions", fin, "", `{"price":"1.00","blocks":1}`},
 		{"GET", "/v1/blocks", p42, "", ""},
 		{"GET", "/v1/reconciliation", op, "", ""},
 		{"POST", "/v1/players/p-42/plays", op, "k9", `{"stake":"1.00"}`},
-		{"GET", "/v1/players/p-42/account", reg, "", ""},
+		{"GET", "/v1/significant-events", fin, "", ""},
 		{"POST", "/v1/blocks/" + block + "/close", fin, "", ""},
 	} {
 		s.problem(403, "forbidden", c)
@@ -334,7 +336,8 @@ func testPlayerLife(t *testing.T, args ...string) {
 	s.problem(401, "unauthorized", call{"GET", "/v1/players/p-42/account", "", "", ""})
 	s.problem(401, "unauthorized", call{"GET", "/v1/players/p-42/account", p42 + "x", "", ""})
 	s.problem(404, "not_found", call{"GET", "/v1/blocks/E0009-B001", op, "", ""})
-	closedOnce := s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
+	s.problem(400, "invalid_request", call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
+	closedOnce := s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", `{"reason":"test: closed early"}`})
 	// A retry of the close is safe: the same closed block, nothing recorded.
 	closedTwice := s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
 	if closedTwice["state"] != "closed" || closedTwice["seed"] != closedOnce["seed"] || closedTwice["closed_at"] != closedOnce["closed_at"] {

@@ -11,24 +11,34 @@ import (
 
 func init() {
 	var (
-		cfg    Config
-		role   string
-		player string
-		ttl    time.Duration
+		cfg     Config
+		role    string
+		player  string
+		subject string
+		ttl     time.Duration
 	)
 	cmd := &cobra.Command{
-		Use:   "token --role ROLE [--player ID] [--ttl 1h]",
+		Use:   "token --role ROLE (--player ID | --subject WHO) [--ttl 1h]",
 		Short: "Mint an API bearer token signed with the server's token key",
-		Args:  cobra.NoArgs,
+		Long: "token mints a bearer token. Every token names its subject, whom it is for: a player's is the player id\n" +
+			"(--player); an operator's, finance's or regulator's is --subject (a login such as alice@fdj.fr), which every\n" +
+			"command given with the token records.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := cfg.Validate(); err != nil {
 				return err
+			}
+			if !api.ValidRole(api.Role(role)) {
+				return usagef("--role %q: want player, operator, finance or regulator", role)
+			}
+			if api.Role(role) != api.RolePlayer && subject == "" {
+				return usagef("--subject: required for a %s token (who it is for: every command it gives records it)", role)
 			}
 			tokens, err := cfg.tokens()
 			if err != nil {
 				return err
 			}
-			tok, err := tokens.Mint(api.Role(role), player, ttl, time.Now())
+			tok, err := tokens.MintFor(api.Role(role), subject, player, ttl, time.Now())
 			if err != nil {
 				return usagef("%v", err)
 			}
@@ -39,7 +49,8 @@ func init() {
 	bindStoreFlags(cmd, &cfg)
 	bindTokenFlag(cmd, &cfg)
 	cmd.Flags().StringVar(&role, "role", "", "player, operator, finance or regulator")
-	cmd.Flags().StringVar(&player, "player", "", "the player id of a player token")
+	cmd.Flags().StringVar(&player, "player", "", "the player id of a player token (its subject)")
+	cmd.Flags().StringVar(&subject, "subject", "", "whom the token is for (required but for a player token, whose subject is its player id)")
 	cmd.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid (at most 720h)")
 	rootCmd.AddCommand(cmd)
 }
