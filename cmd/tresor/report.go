@@ -34,8 +34,8 @@ func init() {
 			"position it reflects; with --csv the rows go to stdout and that identity to stderr.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := cfg.Validate(); err != nil {
-				return err
+			if cfg.NATSURL == "" && cfg.Data == "" {
+				return usagef("--data: empty data directory")
 			}
 			if !slices.Contains(projections.ReportKinds, args[0]) {
 				return usagef("report %q: want one of %s", args[0], strings.Join(projections.ReportKinds, ", "))
