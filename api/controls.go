@@ -51,6 +51,26 @@ func (s *Server) findBan(r *http.Request, player, id string) (banJSON, error) {
 // ban records a ban (201), or answers the ban a decision already recorded
 // (200: a retry).
 func (s *Server) ban(r *http.Request, c *Claims) (int, any, error) {
+	return s.banCommand(r, c, "", func(p string, req banRequest, by *domain.Actor) domain.Command {
+		return domain.BanPlayer{Player: p, Reference: req.Reference, Reason: req.Reason, By: by}
+	})
+}
+
+// liftBan lifts a ban; lifting a lifted ban answers it (200).
+func (s *Server) liftBan(r *http.Request, c *Claims) (int, any, error) {
+	id, err := banID(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	return s.banCommand(r, c, id, func(p string, req banRequest, by *domain.Actor) domain.Command {
+		return domain.LiftBan{Player: p, Ban: id, Reference: req.Reference, Reason: req.Reason, By: by}
+	})
+}
+
+// banCommand runs the ban or lifting mk builds from the request and
+// answers the ban: the one named id, or the one the command recorded (201)
+// or answered (a retry).
+func (s *Server) banCommand(r *http.Request, c *Claims, id string, mk func(p string, req banRequest, by *domain.Actor) domain.Command) (int, any, error) {
 	p, err := player(r)
 	if err != nil {
 		return 0, nil, err
@@ -63,17 +83,17 @@ func (s *Server) ban(r *http.Request, c *Claims) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	res, err := s.execute(r.Context(), domain.BanPlayer{Player: p, Reference: req.Reference, Reason: req.Reason, By: by})
+	res, err := s.execute(r.Context(), mk(p, req, by))
 	if err != nil {
 		return 0, nil, err
 	}
-	id, status := "", http.StatusCreated
+	status := http.StatusOK
 	if res.Replay != nil {
-		id, status = res.Replay.Ban, http.StatusOK
+		id = res.Replay.Ban
 	}
 	for _, e := range res.Events {
 		if b, ok := e.(*domain.PlayerBanned); ok {
-			id = b.Ban
+			id, status = b.Ban, http.StatusCreated
 		}
 	}
 	if err := s.waitFor(r.Context(), res.LastSeq()); err != nil {
@@ -84,38 +104,6 @@ func (s *Server) ban(r *http.Request, c *Claims) (int, any, error) {
 		return 0, nil, err
 	}
 	return status, b, nil
-}
-
-// liftBan lifts a ban; lifting a lifted ban answers it (200).
-func (s *Server) liftBan(r *http.Request, c *Claims) (int, any, error) {
-	p, err := player(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	id, err := banID(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	var req banRequest
-	if err := decode(r, &req); err != nil {
-		return 0, nil, err
-	}
-	by, err := s.actor(r, c)
-	if err != nil {
-		return 0, nil, err
-	}
-	res, err := s.execute(r.Context(), domain.LiftBan{Player: p, Ban: id, Reference: req.Reference, Reason: req.Reason, By: by})
-	if err != nil {
-		return 0, nil, err
-	}
-	if err := s.waitFor(r.Context(), res.LastSeq()); err != nil {
-		return 0, nil, err
-	}
-	b, err := s.findBan(r, p, id)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, b, nil
 }
 
 // bansJSON is a player's bans, in force and lifted.

@@ -734,18 +734,26 @@ func (l *Ledger) closeBlock(c CloseBlock) (Decision, error) {
 	return Decision{Events: evs}, nil
 }
 
-func (l *Ledger) ban(c BanPlayer) (Decision, error) {
-	a, err := l.liveAccount(c.Player)
+// decisionOn checks what a ban or its lifting carries: the player's
+// account, who gives it, the decision's reference and the reason, all
+// required.
+func (l *Ledger) decisionOn(player string, by *Actor, reference, reason string) (*Account, error) {
+	a, err := l.liveAccount(player)
 	if err != nil {
-		return Decision{}, err
+		return nil, err
 	}
-	if err := validActor(c.By); err != nil {
-		return Decision{}, err
+	if err := validActor(by); err != nil {
+		return nil, err
 	}
-	if err := validText("reference", c.Reference, ReferenceMax, true); err != nil {
-		return Decision{}, err
+	if err := validText("reference", reference, ReferenceMax, true); err != nil {
+		return nil, err
 	}
-	if err := validText("reason", c.Reason, ReasonMax, true); err != nil {
+	return a, validText("reason", reason, ReasonMax, true)
+}
+
+func (l *Ledger) ban(c BanPlayer) (Decision, error) {
+	a, err := l.decisionOn(c.Player, c.By, c.Reference, c.Reason)
+	if err != nil {
 		return Decision{}, err
 	}
 	for _, b := range a.Bans {
@@ -766,17 +774,8 @@ func (l *Ledger) ban(c BanPlayer) (Decision, error) {
 }
 
 func (l *Ledger) liftBan(c LiftBan) (Decision, error) {
-	a, err := l.liveAccount(c.Player)
+	a, err := l.decisionOn(c.Player, c.By, c.Reference, c.Reason)
 	if err != nil {
-		return Decision{}, err
-	}
-	if err := validActor(c.By); err != nil {
-		return Decision{}, err
-	}
-	if err := validText("reference", c.Reference, ReferenceMax, true); err != nil {
-		return Decision{}, err
-	}
-	if err := validText("reason", c.Reason, ReasonMax, true); err != nil {
 		return Decision{}, err
 	}
 	if a.Bans[c.Ban] == nil {

@@ -442,25 +442,51 @@ func (c *Changes) play(id, player string) *PlayChange {
 }
 
 func (c *Changes) day(at time.Time) *Day {
+	return dayOf(c.days, &c.Days, at, func(k string) *Day { return &Day{Day: k} })
+}
+
+// dayOf returns the row of at's day in m, made blank and listed when new.
+func dayOf[P any](m map[string]P, list *[]P, at time.Time, blank func(day string) P) P {
 	k := DayKey(at)
-	d := c.days[k]
-	if d == nil {
-		d = &Day{Day: k}
-		c.days[k] = d
-		c.Days = append(c.Days, d)
+	d, ok := m[k]
+	if !ok {
+		d = blank(k)
+		m[k] = d
+		*list = append(*list, d)
 	}
 	return d
 }
 
-func (c *Changes) cashDay(at time.Time) *CashDay {
-	k := DayKey(at)
-	d := c.cashDays[k]
-	if d == nil {
-		d = &CashDay{Day: k}
-		c.cashDays[k] = d
-		c.CashDays = append(c.CashDays, d)
+// DayRow is a row kept per UTC day that batches add deltas to.
+type DayRow[T any] interface {
+	*T
+	// DayKey is the row's day.
+	DayKey() string
+	// Add adds a delta of the same day.
+	Add(*T)
+}
+
+// AddByDay adds each delta to the row of its day, the delta itself (a
+// copy) when the day has no row yet: the in-memory store's way.
+func AddByDay[T any, P DayRow[T]](rows map[string]P, deltas []P) {
+	for _, d := range deltas {
+		if row, ok := rows[d.DayKey()]; ok {
+			row.Add(d)
+			continue
+		}
+		row := *d
+		rows[d.DayKey()] = P(&row)
 	}
-	return d
+}
+
+// DayKey implements DayRow.
+func (d *Day) DayKey() string { return d.Day }
+
+// DayKey implements DayRow.
+func (d *CashDay) DayKey() string { return d.Day }
+
+func (c *Changes) cashDay(at time.Time) *CashDay {
+	return dayOf(c.cashDays, &c.CashDays, at, func(k string) *CashDay { return &CashDay{Day: k} })
 }
 
 // Add adds a day's deltas to the day.

@@ -253,7 +253,7 @@ func testStatementsAndReports(t *testing.T, args ...string) {
 	}
 	liability := s.must(200, call{"GET", "/v1/reports/liability?from=" + from, reg, "", ""})["rows"].([]any)
 	b1, _ := domain.ParseAmount(acct["balance"].(string))
-	if got := liability[2].(map[string]any)["liability"]; got != (b1 + 2000).String() || liability[0].(map[string]any)["liability"] != "0.00" {
+	if got := liability[2].(map[string]any)["liability"]; got != (b1+2000).String() || liability[0].(map[string]any)["liability"] != "0.00" {
 		t.Fatalf("liability %v, want p1's %s and p2's 20.00", liability, acct["balance"])
 	}
 	blocks := s.must(200, call{"GET", "/v1/reports/blocks", fin, "", ""})["rows"].([]any)

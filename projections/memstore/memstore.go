@@ -202,22 +202,8 @@ func (s *Store) write(c *projections.Changes) {
 			s.wins = append(s.wins, row)
 		}
 	}
-	for _, d := range c.Days {
-		row := s.days[d.Day]
-		if row == nil {
-			row = &projections.Day{Day: d.Day}
-			s.days[d.Day] = row
-		}
-		row.Add(d)
-	}
-	for _, d := range c.CashDays {
-		row := s.cashDays[d.Day]
-		if row == nil {
-			row = &projections.CashDay{Day: d.Day}
-			s.cashDays[d.Day] = row
-		}
-		row.Add(d)
-	}
+	projections.AddByDay(s.days, c.Days)
+	projections.AddByDay(s.cashDays, c.CashDays)
 	for _, b := range c.Bans {
 		if b.New {
 			row := b.Ban
