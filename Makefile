@@ -12,7 +12,7 @@ DOMAIN_ALLOWED := github.com/shopspring/decimal
 TEST_TIMEOUT   ?= 60m
 BENCH_TIME     ?= 1x
 
-.PHONY: all build run test test-short bench lint fmt vet imports clean
+.PHONY: all build run test test-short crash bench lint fmt vet imports clean
 
 all: lint test
 
@@ -28,6 +28,17 @@ test:
 
 test-short:
 	$(GO) test -short -count=1 ./...
+
+# crash runs the crash suite at length: concurrent HTTP clients against the
+# real binary, killed with SIGKILL and restarted TRESOR_CRASH_CYCLES times;
+# every acknowledged write is checked against an export of the stream after
+# each kill. `make test` runs it with 5 cycles. TRESOR_CRASH_CLIENTS sets the
+# clients (16), TRESOR_CRASH_SEED replays a run's choices; the figures are
+# the last line.
+TRESOR_CRASH_CYCLES ?= 20
+crash:
+	TRESOR_CRASH_CYCLES=$(TRESOR_CRASH_CYCLES) $(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) \
+		-run '^TestCrashKeepsEveryAcknowledgedWrite$$' ./cmd/tresor
 
 # bench runs every Go benchmark once at its natural size; the figures are
 # quoted in docs/performance.md. BENCH=regex narrows it.
@@ -45,7 +56,7 @@ vet:
 
 # imports keeps the dependency rule of style.md: domain imports only the
 # standard library (and decimal); eventstore and projections never import
-# each other; nothing imports cmd.
+# each other; web imports only domain; nothing imports cmd.
 imports:
 	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./domain | \
 		grep -v -x -e 'github.com/fdj/tresor/domain' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
@@ -54,6 +65,9 @@ imports:
 		echo "eventstore imports projections"; exit 1; fi
 	@if [ -d projections ] && $(GO) list -deps ./projections/... 2>/dev/null | grep -q '^github.com/fdj/tresor/eventstore'; then \
 		echo "projections imports eventstore"; exit 1; fi
+	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./web | \
+		grep -v -x -e 'github.com/fdj/tresor/web' -e 'github.com/fdj/tresor/domain' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
+	if [ -n "$$bad" ]; then echo "web imports more than domain (its pages call the API like any client):"; echo "$$bad"; exit 1; fi
 	@if $(GO) list -f '{{join .Imports "\n"}}' ./... | grep -q '^github.com/fdj/tresor/cmd'; then \
 		echo "a package imports cmd"; exit 1; fi
 	@echo "imports: ok"

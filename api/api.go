@@ -98,6 +98,9 @@ type Readiness struct {
 	ProjectionSeq uint64 `json:"projection_seq"`
 	// Lag is how many sequences the projections are behind the writer.
 	Lag uint64 `json:"lag"`
+	// SealSeq is the sequence of the last Seal the projections applied in
+	// this process (0 before the first): where the chain was last signed.
+	SealSeq uint64 `json:"seal_seq"`
 }
 
 // Config is what the API stands on.
@@ -124,6 +127,9 @@ type Config struct {
 	// Rules is the rule set the reports compute theoretical returns from
 	// (the default rule set when nil).
 	Rules *domain.RuleSet
+	// Pages serves the web pages (/, /play, /history, /console and their
+	// static files); nil serves none.
+	Pages http.Handler
 }
 
 // Server is the API's http.Handler.
@@ -201,6 +207,17 @@ func NewServer(cfg Config) *Server {
 		s.handle("GET /v1/reports/"+kind, roles(RoleFinance, RoleRegulator), s.report(kind))
 	}
 	s.handle("GET /v1/significant-events", roles(RoleOperator, RoleRegulator), s.significantEvents)
+	s.handlePublic("GET /v1/commitments", s.commitments)
+	s.handlePublic("GET /v1/commitments.ndjson", s.commitmentsFile)
+	s.handlePublic("GET /v1/commitments/{block}", s.commitment)
+	if cfg.Pages != nil {
+		// The pages are static files and templates, not read models: they
+		// are served whatever the readiness, and say "starting" themselves
+		// while the API answers 503.
+		for _, p := range []string{"GET /{$}", "GET /play", "GET /history", "GET /console", "GET /static/"} {
+			s.mux.Handle(p, cfg.Pages)
+		}
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, &domain.Error{Code: domain.CodeNotFound, Message: "no such endpoint"})
 	})

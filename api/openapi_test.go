@@ -14,6 +14,7 @@ import (
 	"github.com/fdj/tresor/api"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/projections/memstore"
+	"github.com/getkin/kin-openapi/openapi3"
 )
 
 // TestOpenAPIMatchesRoutes holds api/openapi.yaml to the server's routes:
@@ -113,6 +114,61 @@ func TestOpenAPIParameterPatternsMatchTheServer(t *testing.T) {
 			srv.ServeHTTP(w, r)
 			if taken := w.Code != 400; taken != pattern.MatchString(id) {
 				t.Errorf("%s %q: the server answers %d, the pattern %s matches: %t", name, id, w.Code, pattern, pattern.MatchString(id))
+			}
+		}
+	}
+}
+
+// TestAPIDocShowsEveryBodyAndHeader holds the "Request bodies and headers"
+// table of docs/api.md to api/openapi.yaml: every operation that takes a
+// body or a required header has its row, naming each field of the body and
+// each required header, so that a newcomer never needs the OpenAPI file.
+func TestAPIDocShowsEveryBodyAndHeader(t *testing.T) {
+	doc, err := openapi3.NewLoader().LoadFromFile("openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md, err := os.ReadFile("../docs/api.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(md), "## Request bodies and headers")
+	section, _, _ = strings.Cut(section, "\n## ")
+	rows := map[string]string{}
+	for _, line := range strings.Split(section, "\n") {
+		if rest, ok := strings.CutPrefix(line, "| `"); ok {
+			if req, _, ok := strings.Cut(rest, "`"); ok {
+				rows[req] = line
+			}
+		}
+	}
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			var want []string
+			if op.RequestBody != nil {
+				for _, mt := range op.RequestBody.Value.Content {
+					for name := range mt.Schema.Value.Properties {
+						want = append(want, `"`+name+`"`)
+					}
+				}
+			}
+			for _, p := range op.Parameters {
+				if p.Value.In == "header" && p.Value.Required {
+					want = append(want, p.Value.Name)
+				}
+			}
+			if len(want) == 0 {
+				continue
+			}
+			row, ok := rows[method+" "+path]
+			if !ok {
+				t.Errorf("docs/api.md has no row for %s %s (%s)", method, path, op.OperationID)
+				continue
+			}
+			for _, w := range want {
+				if !strings.Contains(row, w) {
+					t.Errorf("docs/api.md, %s %s: the row does not name %s", method, path, w)
+				}
 			}
 		}
 	}

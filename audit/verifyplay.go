@@ -1,10 +1,12 @@
 package audit
 
 import (
+	"bytes"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/fdj/tresor/domain"
@@ -120,8 +122,14 @@ type PlayVerdict struct {
 	Valid  bool   `json:"valid"`
 	// Root is the root the proof was checked against, RootSource where it
 	// came from; SeedSource likewise for the deck check.
-	Root       string      `json:"root"`
-	RootSource string      `json:"root_source"`
+	Root       string `json:"root"`
+	RootSource string `json:"root_source"`
+	// RootFrom says where an independent root came from: "--root", or the
+	// commitments file or URL it was read from.
+	RootFrom string `json:"root_from,omitempty"`
+	// SeedFrom likewise: "--seed", or the commitments the seed was
+	// published with.
+	SeedFrom   string      `json:"seed_from,omitempty"`
 	SeedSource string      `json:"seed_source"`
 	Checks     []PlayCheck `json:"checks"`
 }
@@ -136,7 +144,61 @@ type VerifyPlayOptions struct {
 	// Seed is the block's seed as revealed by BlockClosed, nil to use the
 	// document's block_seed if any.
 	Seed *domain.Seed
+	// Commitments are the commitments the operator published (GET
+	// /v1/commitments, or a mirror of it), by block id, read from
+	// CommitmentsFrom: the play's block's root, seed hash and size are
+	// checked against them and, once revealed, its seed taken from them.
+	// A play whose block is not among them fails the root check. Used when
+	// Root is nil.
+	Commitments     map[string]projections.PublishedCommitment
+	CommitmentsFrom string
 }
+
+// ReadCommitments reads published commitments: the NDJSON file of GET
+// /v1/commitments.ndjson (one per line), a page of GET /v1/commitments
+// ({"commitments": [...]}) or one commitment (GET /v1/commitments/{block}).
+// A block listed twice with different commitments is refused.
+func ReadCommitments(data []byte) (map[string]projections.PublishedCommitment, error) {
+	if len(data) > CommitmentsMaxBytes {
+		return nil, fmt.Errorf("commitments: %d bytes, more than %d", len(data), CommitmentsMaxBytes)
+	}
+	var list []projections.PublishedCommitment
+	var page struct {
+		Commitments *[]projections.PublishedCommitment `json:"commitments"`
+	}
+	if err := json.Unmarshal(data, &page); err == nil && page.Commitments != nil {
+		list = *page.Commitments
+	} else {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		for i := 1; ; i++ {
+			var c projections.PublishedCommitment
+			if err := dec.Decode(&c); errors.Is(err, io.EOF) {
+				break
+			} else if err != nil {
+				return nil, fmt.Errorf("commitments: record %d: %w", i, err)
+			}
+			list = append(list, c)
+		}
+	}
+	out := make(map[string]projections.PublishedCommitment, len(list))
+	for _, c := range list {
+		if !domain.ValidID(c.BlockID) {
+			return nil, fmt.Errorf("commitments: block id %.80q is not valid", c.BlockID)
+		}
+		if old, ok := out[c.BlockID]; ok && old.Commitment != c.Commitment {
+			return nil, fmt.Errorf("commitments: block %s is listed twice with different commitments", c.BlockID)
+		}
+		out[c.BlockID] = c
+	}
+	if len(out) == 0 {
+		return nil, errors.New("commitments: no commitment in the file")
+	}
+	return out, nil
+}
+
+// CommitmentsMaxBytes bounds what ReadCommitments reads: about 500 bytes a
+// block, for the 100 000 blocks the API publishes at most.
+const CommitmentsMaxBytes = 64 << 20
 
 // VerifyPlay checks one play offline, as a player or an auditor would: the
 // unit's inclusion proof against its block's root, the scenario derived
@@ -170,6 +232,9 @@ type verification struct {
 	verdict PlayVerdict
 	// rootUsed is the root checked against, nil when there is none.
 	rootUsed *[32]byte
+	// published is the play's block's published commitment, nil when
+	// none was given.
+	published *projections.PublishedCommitment
 }
 
 // add records a check: failures lists what is wrong (none: it passed),
@@ -213,9 +278,30 @@ func (v *verification) root() {
 	}
 	switch {
 	case v.opt.Root != nil:
-		v.rootUsed, v.verdict.RootSource = v.opt.Root, SourceIndependent
+		v.rootUsed, v.verdict.RootSource, v.verdict.RootFrom = v.opt.Root, SourceIndependent, "--root"
 		if c != nil && c.Root != *v.opt.Root {
 			bad = append(bad, fmt.Sprintf("the document's block_commitment.root is %x, the published root is %x", c.Root, *v.opt.Root))
+		}
+	case v.opt.Commitments != nil:
+		pc, ok := v.opt.Commitments[v.doc.BlockID]
+		if !ok {
+			bad = append(bad, fmt.Sprintf("block %s is not among the commitments published at %s", v.doc.BlockID, v.opt.CommitmentsFrom))
+			break
+		}
+		v.published = &pc
+		v.rootUsed, v.verdict.RootSource, v.verdict.RootFrom = &pc.Commitment.Root, SourceIndependent, v.opt.CommitmentsFrom
+		switch {
+		case c == nil:
+		case c.Root != pc.Commitment.Root:
+			bad = append(bad, fmt.Sprintf("the document's block_commitment.root is %x, the published root is %x", c.Root, pc.Commitment.Root))
+		case c.SeedHash != pc.Commitment.SeedHash:
+			bad = append(bad, fmt.Sprintf("the document's block_commitment.seed_hash is %x, the published one is %x", c.SeedHash, pc.Commitment.SeedHash))
+		}
+		if pc.Commitment.Units != v.opt.Rules.BlockUnits {
+			bad = append(bad, fmt.Sprintf("the published commitment is for a block of %d units, the rules' blocks have %d", pc.Commitment.Units, v.opt.Rules.BlockUnits))
+		}
+		if pc.Price != v.doc.Stake {
+			bad = append(bad, fmt.Sprintf("the play's stake is %s, the published block's price %s", v.doc.Stake, pc.Price))
 		}
 	case c != nil:
 		v.rootUsed, v.verdict.RootSource = &c.Root, SourceDocument
@@ -230,6 +316,9 @@ func (v *verification) root() {
 		return
 	}
 	passed := "the document's root is the published root " + v.verdict.Root
+	if v.published != nil {
+		passed = fmt.Sprintf("the document's commitment is the one published at %s: root %s", v.opt.CommitmentsFrom, v.verdict.Root)
+	}
 	if c == nil {
 		passed = "the document carries no block_commitment: the proof is checked against the published root " + v.verdict.Root
 	}
@@ -401,9 +490,12 @@ func (v *verification) prize() {
 // strongest check, since the seed fixes every unit of the block.
 func (v *verification) deck() {
 	seed, d := v.opt.Seed, v.doc
-	v.verdict.SeedSource = SourceIndependent
+	v.verdict.SeedSource, v.verdict.SeedFrom = SourceIndependent, "--seed"
+	if seed == nil && v.published != nil {
+		seed, v.verdict.SeedFrom = v.published.Seed, v.opt.CommitmentsFrom
+	}
 	if seed == nil {
-		seed, v.verdict.SeedSource = d.BlockSeed, SourceDocument
+		seed, v.verdict.SeedSource, v.verdict.SeedFrom = d.BlockSeed, SourceDocument, ""
 	}
 	if seed == nil {
 		v.verdict.SeedSource = SourceNone
@@ -416,6 +508,9 @@ func (v *verification) deck() {
 	}
 	if c := d.BlockCommitment; c != nil && seed.Hash() != c.SeedHash {
 		bad = append(bad, fmt.Sprintf("the seed hashes to %x, the commitment's seed_hash is %x", seed.Hash(), c.SeedHash))
+	}
+	if p := v.published; p != nil && seed.Hash() != p.Commitment.SeedHash {
+		bad = append(bad, fmt.Sprintf("the seed hashes to %x, the published seed_hash is %x", seed.Hash(), p.Commitment.SeedHash))
 	}
 	table, err := v.opt.Rules.Table(d.Stake)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -23,8 +25,22 @@ const (
 // EmbeddedConfig configures an in-process nats-server. The zero value of
 // every field but DataDir is the safe default.
 type EmbeddedConfig struct {
-	// DataDir is where JetStream keeps its files. Required.
+	// DataDir is where JetStream keeps its files. Required. The server
+	// holds an exclusive lock on it for as long as it runs (below).
 	DataDir string
+	// Holder says what runs the server ("tresor serve"), for the lock
+	// file: a second process refused the directory names it (default: the
+	// program's name).
+	Holder string
+	// Readers, when not nil, opens a client listener on 127.0.0.1 (a free
+	// port) for a read-only user with this access, and advertises it in
+	// DataDir, so that the read-only commands read a live stream through
+	// this server instead of starting a second one on its files
+	// (RunOrJoin). The server then requires authentication from every
+	// client: Conn's in-process connection uses a user that may connect
+	// in-process only, with a password that never leaves the process. Not
+	// with ListenAddr or Cluster.
+	Readers *ReaderAccess
 	// SyncInterval is how often JetStream fsyncs. Zero (the default) means
 	// sync_interval: always, every write is on disk before it is
 	// acknowledged. A positive value acknowledges writes that are only in
@@ -62,7 +78,12 @@ type ClusterConfig struct {
 
 // EmbeddedServer is a running in-process nats-server with JetStream.
 type EmbeddedServer struct {
-	srv *server.Server
+	srv  *server.Server
+	lock *dirLock
+	// writerPassword authenticates Conn when the server has readers.
+	writerPassword string
+	// advert is the advertisement file written, "" for none.
+	advert string
 }
 
 // splitAddr parses "host:port" where port 0 means "pick one" (the server
@@ -84,13 +105,48 @@ func splitAddr(addr string) (string, int, error) {
 
 // RunEmbedded starts an in-process nats-server with JetStream on
 // cfg.DataDir and waits until it accepts connections. It returns an error
-// for a bad configuration or a server that does not start in time.
+// for a bad configuration or a server that does not start in time, and a
+// *LockedError (ErrLocked) when another server runs on the directory.
+//
+// The lock lives here, around the one thing that must never run twice on a
+// directory, rather than in the commands: every user of the embedded
+// server (tresor serve, simulate, the read-only commands, the tests) is
+// protected, and none can forget it. Two JetStream servers on one store
+// directory each believe they own the files: acknowledged writes of one
+// vanish under the other's, and one may write onto the other's chain. The
+// lock is flock(2), which the kernel releases when the process ends
+// however it ends, so a SIGKILL never leaves a stale lock behind.
 func RunEmbedded(cfg EmbeddedConfig) (*EmbeddedServer, error) {
 	if cfg.DataDir == "" {
 		return nil, fmt.Errorf("run embedded nats-server: data dir is required: %w", ErrInvalid)
 	}
+	if cfg.Readers != nil && (cfg.ListenAddr != "" || cfg.Cluster != nil) {
+		return nil, fmt.Errorf("run embedded nats-server: readers get their own listener, not with a listen address or a cluster: %w", ErrInvalid)
+	}
 	if cfg.StartTimeout <= 0 {
 		cfg.StartTimeout = 10 * time.Second
+	}
+	if cfg.Holder == "" {
+		cfg.Holder = filepath.Base(os.Args[0])
+	}
+	lock, err := lockDir(cfg.DataDir, cfg.Holder)
+	if err != nil {
+		return nil, err
+	}
+	e := &EmbeddedServer{lock: lock}
+	if err := e.start(cfg); err != nil {
+		lock.release()
+		return nil, err
+	}
+	return e, nil
+}
+
+// start configures and starts the server of a locked directory.
+func (e *EmbeddedServer) start(cfg EmbeddedConfig) error {
+	// An advertisement left by a holder killed with SIGKILL names another
+	// holding and is ignored anyway; removing it keeps the directory tidy.
+	if err := os.Remove(filepath.Join(cfg.DataDir, readerAdvertName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("run embedded nats-server: %w", err)
 	}
 	opts := &server.Options{
 		ServerName: cfg.ServerName,
@@ -98,7 +154,7 @@ func RunEmbedded(cfg EmbeddedConfig) (*EmbeddedServer, error) {
 		StoreDir:   cfg.DataDir,
 		NoSigs:     true,
 		NoLog:      !cfg.Logs,
-		DontListen: cfg.ListenAddr == "",
+		DontListen: cfg.ListenAddr == "" && cfg.Readers == nil,
 	}
 	if cfg.SyncInterval <= 0 {
 		opts.SyncAlways = true
@@ -108,30 +164,37 @@ func RunEmbedded(cfg EmbeddedConfig) (*EmbeddedServer, error) {
 	if cfg.ListenAddr != "" {
 		host, port, err := splitAddr(cfg.ListenAddr)
 		if err != nil {
-			return nil, fmt.Errorf("run embedded nats-server: listen: %w", err)
+			return fmt.Errorf("run embedded nats-server: listen: %w", err)
 		}
 		opts.Host, opts.Port = host, port
 	}
+	var readerPassword string
+	if cfg.Readers != nil {
+		var err error
+		if readerPassword, err = e.configureReaders(opts, *cfg.Readers); err != nil {
+			return fmt.Errorf("run embedded nats-server: %w", err)
+		}
+	}
 	if c := cfg.Cluster; c != nil {
 		if cfg.ServerName == "" || c.Name == "" {
-			return nil, fmt.Errorf("run embedded nats-server: a cluster needs a server name and a cluster name: %w", ErrInvalid)
+			return fmt.Errorf("run embedded nats-server: a cluster needs a server name and a cluster name: %w", ErrInvalid)
 		}
 		host, port, err := splitAddr(c.ListenAddr)
 		if err != nil {
-			return nil, fmt.Errorf("run embedded nats-server: cluster listen: %w", err)
+			return fmt.Errorf("run embedded nats-server: cluster listen: %w", err)
 		}
 		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port}
 		for _, r := range c.Routes {
 			u, err := url.Parse(r)
 			if err != nil {
-				return nil, fmt.Errorf("run embedded nats-server: route %q: %w", r, err)
+				return fmt.Errorf("run embedded nats-server: route %q: %w", r, err)
 			}
 			opts.Routes = append(opts.Routes, u)
 		}
 	}
 	srv, err := server.NewServer(opts)
 	if err != nil {
-		return nil, fmt.Errorf("run embedded nats-server: %w", err)
+		return fmt.Errorf("run embedded nats-server: %w", err)
 	}
 	if cfg.Logs {
 		srv.ConfigureLogger()
@@ -139,18 +202,70 @@ func RunEmbedded(cfg EmbeddedConfig) (*EmbeddedServer, error) {
 	srv.Start()
 	if !srv.ReadyForConnections(cfg.StartTimeout) {
 		srv.Shutdown()
-		return nil, fmt.Errorf("run embedded nats-server on %s: not ready after %s", cfg.DataDir, cfg.StartTimeout)
+		return fmt.Errorf("run embedded nats-server on %s: not ready after %s", cfg.DataDir, cfg.StartTimeout)
 	}
-	return &EmbeddedServer{srv: srv}, nil
+	e.srv = srv
+	if cfg.Readers == nil {
+		return nil
+	}
+	// With accounts configured, nats-server enables JetStream only for
+	// accounts that ask; the stream's account is the global one, where it
+	// has always been (its files are under $G).
+	if err := srv.GlobalAccount().EnableJetStream(nil, nil); err != nil {
+		e.stop()
+		return fmt.Errorf("run embedded nats-server on %s: enable JetStream: %w", cfg.DataDir, err)
+	}
+	access := cfg.Readers.withDefaults()
+	ad := readerAdvert{URL: srv.ClientURL(), User: readerUser, Password: readerPassword, InboxPrefix: access.InboxPrefix, Instance: e.lock.holder.Instance}
+	if err := advertise(cfg.DataDir, ad); err != nil {
+		e.stop()
+		return err
+	}
+	e.advert = filepath.Join(cfg.DataDir, readerAdvertName)
+	return nil
 }
 
-// Conn opens a client connection to the server: in-process when it has no
-// TCP listener, over TCP otherwise (so that a test can kill it like a real
-// network peer). Extra nats options are appended.
+// configureReaders sets up authentication: the writer (Conn) in the
+// stream's account, in-process only; the reader in its own account with
+// access; and the listener on 127.0.0.1. It returns the reader's password.
+func (e *EmbeddedServer) configureReaders(opts *server.Options, access ReaderAccess) (string, error) {
+	accounts, err := access.accounts()
+	if err != nil {
+		return "", err
+	}
+	if e.writerPassword, err = randomPassword(); err != nil {
+		return "", err
+	}
+	readerPassword, err := randomPassword()
+	if err != nil {
+		return "", err
+	}
+	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
+	opts.Accounts = accounts
+	opts.Users = []*server.User{
+		// No account: the global one, the stream's. IN_PROCESS (jwt's
+		// ConnectionTypeInProcess) refuses this user over TCP, so the
+		// listener serves readers only, whatever leaks.
+		{Username: writerUser, Password: e.writerPassword, AllowedConnectionTypes: map[string]struct{}{"IN_PROCESS": {}}},
+		{Username: readerUser, Password: readerPassword, Account: accounts[1], Permissions: access.permissions()},
+	}
+	return readerPassword, nil
+}
+
+// Conn opens a client connection to the server with full rights:
+// in-process when it has no TCP listener or when the listener is the
+// readers' (then as the in-process-only user), over TCP otherwise (so that
+// a test can kill it like a real network peer). Extra nats options are
+// appended.
 func (e *EmbeddedServer) Conn(opts ...nats.Option) (*nats.Conn, error) {
 	url := e.srv.ClientURL()
 	base := []nats.Option{nats.Name("tresor-eventstore")}
-	if e.srv.Addr() == nil {
+	switch {
+	case e.writerPassword != "":
+		// The listener is the readers'; the writer stays in-process.
+		base = append(base, nats.InProcessServer(e.srv), nats.UserInfo(writerUser, e.writerPassword))
+		url = ""
+	case e.srv.Addr() == nil:
 		base = append(base, nats.InProcessServer(e.srv))
 		url = ""
 	}
@@ -161,7 +276,8 @@ func (e *EmbeddedServer) Conn(opts ...nats.Option) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// ClientURL is the TCP URL clients use, empty without a listener.
+// ClientURL is the TCP URL clients use, empty without a listener. With
+// readers it is the readers' listener, which needs their credentials.
 func (e *EmbeddedServer) ClientURL() string {
 	if e.srv.Addr() == nil {
 		return ""
@@ -172,10 +288,25 @@ func (e *EmbeddedServer) ClientURL() string {
 // Name is the server name, as reported in stream cluster info.
 func (e *EmbeddedServer) Name() string { return e.srv.Name() }
 
-// Shutdown stops the server and waits until it has released its files.
+// Shutdown stops the server, waits until it has released its files, then
+// releases the data directory. Calling it again does nothing.
 func (e *EmbeddedServer) Shutdown() {
+	if e.lock == nil {
+		return
+	}
+	if e.advert != "" {
+		// No new reader is sent here; the connected ones are cut off.
+		os.Remove(e.advert)
+	}
+	e.stop()
+}
+
+// stop stops the server and releases the lock.
+func (e *EmbeddedServer) stop() {
 	e.srv.Shutdown()
 	e.srv.WaitForShutdown()
+	e.lock.release()
+	e.lock = nil
 }
 
 // checkServerVersion refuses servers without atomic batch publish.

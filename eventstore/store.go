@@ -261,7 +261,30 @@ func (s *NATSStore) ensureStream(ctx context.Context) (jetstream.Stream, error) 
 	if diffs := unsafeDiffs(want, st.CachedInfo().Config); len(diffs) > 0 {
 		return nil, &UnsafeStreamError{Stream: want.Name, Diffs: diffs}
 	}
+	if err := waitForLeader(ctx, st); err != nil {
+		return nil, fmt.Errorf("stream %s: %w", want.Name, err)
+	}
 	return st, nil
+}
+
+// waitForLeader waits, bounded by ctx, until a replicated stream has a
+// leader: a stream just created in a cluster elects one a moment later, and
+// a batch published before has no responder.
+func waitForLeader(ctx context.Context, st jetstream.Stream) error {
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		info := st.CachedInfo()
+		if info.Config.Replicas <= 1 || (info.Cluster != nil && info.Cluster.Leader != "") {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no stream leader elected: %w", ctx.Err())
+		case <-time.After(delay):
+		}
+		if _, err := st.Info(ctx); err != nil && ctx.Err() == nil {
+			return fmt.Errorf("wait for a stream leader: %w", err)
+		}
+	}
 }
 
 // unsafeDiffs lists the settings of have that could lose, rewrite or
@@ -413,6 +436,9 @@ func (s *NATSStore) record(chain string, head Head, events []Event, now time.Tim
 
 // Append implements Store.
 func (s *NATSStore) Append(ctx context.Context, chain string, req AppendRequest) ([]uint64, error) {
+	if s.cfg.ReadOnly {
+		return nil, fmt.Errorf("append to chain %s: %w", chain, ErrReadOnly)
+	}
 	if err := s.validateRequest(chain, &req, BatchEventsMax); err != nil {
 		return nil, err
 	}

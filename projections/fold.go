@@ -243,7 +243,7 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 			return errorsf(ErrInvalid, "block %s: %v", e.Block, err)
 		}
 		row := &BlockRow{ID: e.Block, Emission: e.Emission, Index: e.Index, Price: e.Price, Units: e.Commitment.Units,
-			State: domain.BlockStateOpen, Commitment: e.Commitment, OpenedAt: at}
+			State: domain.BlockStateOpen, Commitment: e.Commitment, OpenedAt: at, OpenedSeq: seq}
 		var f blockFacts
 		f.price = e.Price
 		for t, lot := range table.Lots {

@@ -216,8 +216,11 @@ type BlockRow struct {
 	Commitment domain.Commitment `json:"commitment"`
 	Seed       *domain.Seed      `json:"seed,omitempty"`
 	OpenedAt   time.Time         `json:"opened_at"`
-	ClosedAt   *time.Time        `json:"closed_at,omitempty"`
-	Settled    int               `json:"settled"`
+	// OpenedSeq is the stream sequence of the block's BlockOpened: where
+	// anyone holding a copy of the stream finds the commitment.
+	OpenedSeq uint64     `json:"opened_seq"`
+	ClosedAt  *time.Time `json:"closed_at,omitempty"`
+	Settled   int        `json:"settled"`
 	// BySystem counts the plays the system completed (abandoned by their
 	// players): they are among the settled ones.
 	BySystem int                       `json:"by_system"`
@@ -311,7 +314,9 @@ type BlockReport struct {
 	Commitment domain.Commitment `json:"commitment"`
 	Seed       *domain.Seed      `json:"seed,omitempty"`
 	OpenedAt   time.Time         `json:"opened_at"`
-	ClosedAt   *time.Time        `json:"closed_at,omitempty"`
+	// OpenedSeq is the stream sequence of the block's BlockOpened event.
+	OpenedSeq uint64     `json:"opened_seq"`
+	ClosedAt  *time.Time `json:"closed_at,omitempty"`
 }
 
 // PayoutRateDecimals is the precision of payout rates, as domain's tables.
@@ -323,7 +328,7 @@ func (b *BlockRow) Report() BlockReport {
 		ID: b.ID, Emission: b.Emission, Index: b.Index, Price: b.Price, State: b.State,
 		Units: b.Units, Sold: b.Counters.UnitsSold, Left: b.Units - b.Counters.UnitsSold,
 		Sales: b.Counters.Sales, PrizesPaid: b.Counters.PrizesPaid, PayoutRate: decimal.Zero,
-		Commitment: b.Commitment, OpenedAt: b.OpenedAt, ClosedAt: b.ClosedAt,
+		Commitment: b.Commitment, OpenedAt: b.OpenedAt, OpenedSeq: b.OpenedSeq, ClosedAt: b.ClosedAt,
 	}
 	if b.Counters.Sales > 0 {
 		r.PayoutRate = decimal.NewFromInt(int64(b.Counters.PrizesPaid)).

@@ -26,6 +26,9 @@ type Runner struct {
 	batchMax int
 	progress func(applied uint64)
 	applied  atomic.Uint64
+	// sealed is the sequence of the last record without a domain event (a
+	// Seal of the hash chain) this Runner applied.
+	sealed atomic.Uint64
 }
 
 // RunnerOption configures a Runner.
@@ -70,6 +73,11 @@ func (r *Runner) RunTo(ctx context.Context, target uint64) error { return r.run(
 // Applied returns the last sequence the Runner applied (the store's
 // checkpoint once Run has started).
 func (r *Runner) Applied() uint64 { return r.applied.Load() }
+
+// LastSeal returns the sequence of the last Seal (a record without a
+// domain event) this Runner applied, 0 before the first: where the chain
+// was last signed, as far as this process has read.
+func (r *Runner) LastSeal() uint64 { return r.sealed.Load() }
 
 // Lag is how far a projection is behind the stream.
 type Lag struct {
@@ -190,6 +198,11 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 		}
 		if err := r.store.Apply(ctx, batch); err != nil {
 			return stop(fmt.Errorf("projection runner: apply %d to %d: %w", batch[0].Seq, batch[len(batch)-1].Seq, err))
+		}
+		for _, env := range batch {
+			if env.Event == nil && env.Seq > r.sealed.Load() {
+				r.sealed.Store(env.Seq)
+			}
 		}
 		end := batch[len(batch)-1].Seq
 		if end > r.applied.Load() {

@@ -68,3 +68,32 @@ func (p *Play) View(block BlockReport) PlayView {
 	}
 	return v
 }
+
+// PublishedCommitment is a block's commitment as Tresor publishes it to
+// anyone (GET /v1/commitments, and the plain file third parties mirror):
+// the commitment BlockOpened recorded before the block's first sale, where
+// and when it was recorded, and, once the block is closed, the seed
+// BlockClosed revealed. Nothing in it says anything about a unit. Its JSON
+// keys are a contract with the archives that keep it: add keys, never
+// rename one.
+type PublishedCommitment struct {
+	BlockID    string            `json:"block_id"`
+	Emission   string            `json:"emission"`
+	Index      int               `json:"index"`
+	Price      domain.Amount     `json:"price"`
+	Commitment domain.Commitment `json:"commitment"`
+	OpenedSeq  uint64            `json:"opened_seq"`
+	OpenedAt   time.Time         `json:"opened_at"`
+	State      domain.BlockState `json:"state"`
+	Seed       *domain.Seed      `json:"seed,omitempty"`
+	ClosedAt   *time.Time        `json:"closed_at,omitempty"`
+}
+
+// Published returns what anyone may see of the block: its commitment, and
+// its seed once closed (Report already hides it before).
+func (b BlockReport) Published() PublishedCommitment {
+	return PublishedCommitment{
+		BlockID: b.ID, Emission: b.Emission, Index: b.Index, Price: b.Price, Commitment: b.Commitment,
+		OpenedSeq: b.OpenedSeq, OpenedAt: b.OpenedAt, State: b.State, Seed: b.Seed, ClosedAt: b.ClosedAt,
+	}
+}

@@ -86,7 +86,7 @@ func init() {
 	bindStreamFlags(cmd, &cfg)
 	f := cmd.Flags()
 	f.StringVar(&o.file, "file", "", "audit an NDJSON export (tresor export) instead of a live stream")
-	f.StringVar(&o.publicKey, "public-key", "", "the operator's Ed25519 seal public key: 64 hex digits, or a file holding them or the 32 raw bytes (default: derived from <data>/keys/seal.ed25519 when it exists)")
+	f.StringVar(&o.publicKey, "public-key", "", "the operator's Ed25519 seal public key: 64 hex digits, or a file holding them (the output of tresor seal-key as is) or the 32 raw bytes (default: derived from <data>/keys/seal.ed25519 when it exists)")
 	f.Uint64Var(&o.fromSeal, "from-seal", 0, "start at the Seal event of this stream sequence instead of the first event")
 	f.StringVar(&o.databaseURL, "database-url", "", "also compare the PostgreSQL read models with the replay's (stream audits from the first event only); give a password in PGPASSWORD or ~/.pgpass, not here")
 	f.IntVar(&o.maxViolations, "max-violations", audit.ViolationsMaxDefault, "how many violations to list (all are counted)")
@@ -152,7 +152,10 @@ func (o *auditOptions) key(cfg *Config) (ed25519.PublicKey, error) {
 		if len(b) == ed25519.PublicKeySize {
 			return ed25519.PublicKey(b), nil
 		}
-		text = strings.TrimSpace(string(b))
+		// The output of tresor seal-key, as it is: the key on its first
+		// line, its key id on the second.
+		text, _, _ = strings.Cut(strings.TrimSpace(string(b)), "\n")
+		text = strings.TrimSpace(text)
 	}
 	b, err := hex.DecodeString(text)
 	if err != nil || len(b) != ed25519.PublicKeySize {

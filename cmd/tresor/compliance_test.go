@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,7 +29,7 @@ func (s *server) getCSV(path, token string) ([][]string, http.Header) {
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Accept", "text/csv")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := contractClient.Do(req)
 	if err != nil {
 		s.tb.Fatal(err)
 	}
@@ -312,14 +313,35 @@ func TestReportSettingsAndTokenCommands(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "day,activity,liability,change\n") || !strings.Contains(stderr, "at stream sequence") {
 		t.Fatalf("report liability --csv: exit %d %q %q", code, out, stderr)
 	}
+	key := writeKey(t, api.TokenKeySize)
 	for _, args := range [][]string{{"report", "nonsense", "--data", dir}, {"report", "days", "--data", dir, "--from", "yesterday"},
-		{"token", "--data", dir, "--role", "operator"}, {"token", "--data", dir, "--role", "player", "--player", "p1", "--subject", "p2"}} {
+		{"token", "--token-key-file", key, "--role", "player", "--player", "p1", "--subject", "p2"},
+		{"token", "--token-key-file", key, "--role", "finance", "--subject", "bob smith"}} {
 		if _, stderr, code := run(t, args...); code != 2 {
 			t.Errorf("%v: exit %d %s, want 2", args, code, stderr)
 		}
 	}
-	if out, stderr, code := run(t, "token", "--data", dir, "--role", "finance", "--subject", "bob@fdj.fr"); code != 0 || strings.Count(out, ".") != 2 {
-		t.Fatalf("token with a subject: exit %d %q %s", code, out, stderr)
+	login, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tokens, err := api.NewTokens(mustRead(t, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args    []string
+		subject string
+	}{
+		{[]string{"--role", "finance", "--subject", "bob@fdj.fr"}, "bob@fdj.fr"},
+		{[]string{"--role", "operator"}, login.Username},
+		{[]string{"--role", "player", "--player", "p1"}, "p1"},
+	} {
+		out, stderr, code := run(t, append([]string{"token", "--token-key-file", key}, tc.args...)...)
+		c, err := tokens.Verify(strings.TrimSpace(out))
+		if code != 0 || err != nil || c.Subject != tc.subject {
+			t.Fatalf("token %v: exit %d %v %+v %s; want subject %s", tc.args, code, err, c, stderr, tc.subject)
+		}
 	}
 	out, _, code = run(t, "settings", "--json")
 	var s struct {

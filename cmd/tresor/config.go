@@ -11,6 +11,7 @@ import (
 
 	"github.com/fdj/tresor/domain"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // Config is Tresor's configuration, parsed only here (style.md item 17):
@@ -60,7 +61,9 @@ var env = map[string]string{
 	"token-key-file": "TRESOR_TOKEN_KEY_FILE", "settings": "TRESOR_SETTINGS",
 }
 
-// envOr returns the environment variable of a flag, or def.
+// envOr returns the environment variable of a flag, or def. Only redaction
+// reads it directly (connectionStrings); flags get their variables from
+// applyEnv, once the command line is parsed.
 func envOr(flag, def string) string {
 	if v, ok := os.LookupEnv(env[flag]); ok {
 		return v
@@ -68,35 +71,128 @@ func envOr(flag, def string) string {
 	return def
 }
 
+// envAnnotation marks a flag that its environment variable (env) sets
+// when the command line does not.
+const envAnnotation = "tresor-env"
+
+// withEnv ties the flags names of f to their environment variables: a
+// command reads the variables of its own flags, and no other.
+func withEnv(f *pflag.FlagSet, names ...string) {
+	for _, name := range names {
+		v, ok := env[name]
+		if !ok || f.Lookup(name) == nil {
+			panic("withEnv: no flag or variable for " + name) // a programming error, found by any test
+		}
+		f.SetAnnotation(name, envAnnotation, []string{v})
+	}
+}
+
+// applyEnv sets each flag of cmd that has an environment variable and was
+// not given on the command line from that variable, after parsing: a value
+// that does not parse is a usage error naming the variable, and the
+// variables of other commands' flags are never read. The flag is not
+// marked as changed, so that "given on the command line" keeps its meaning.
+func applyEnv(cmd *cobra.Command) error {
+	var errs []error
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		name := envName(f)
+		if name == "" || f.Changed {
+			return
+		}
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return
+		}
+		if err := f.Value.Set(v); err != nil {
+			errs = append(errs, usagef("$%s (--%s): %v", name, f.Name, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// envName returns the environment variable of a flag, "" for none.
+func envName(f *pflag.Flag) string {
+	if v := f.Annotations[envAnnotation]; len(v) == 1 {
+		return v[0]
+	}
+	return ""
+}
+
+// showEnvDefaults makes --help show, as a flag's default, the value its
+// environment variable gives it (a connection string redacted).
+func showEnvDefaults(cmd *cobra.Command) {
+	cmd.Flags().VisitAll(func(f *pflag.Flag) {
+		if v, ok := os.LookupEnv(envName(f)); ok && envName(f) != "" {
+			f.DefValue = redactURL(v)
+		}
+	})
+}
+
+func init() {
+	rootCmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return applyEnv(cmd) }
+	help := rootCmd.HelpFunc()
+	rootCmd.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+		showEnvDefaults(cmd)
+		help(cmd, args)
+	})
+}
+
+// bindDataFlag adds the data directory: where the embedded server and the
+// keys live.
+func bindDataFlag(cmd *cobra.Command, c *Config) {
+	cmd.Flags().StringVar(&c.Data, "data", "./tresor-data", "data directory of the embedded server and its keys ($TRESOR_DATA)")
+	withEnv(cmd.Flags(), "data")
+}
+
 // bindStreamFlags adds the flags that say where the stream lives: all that
 // a reader of the stream needs.
 func bindStreamFlags(cmd *cobra.Command, c *Config) {
-	f := cmd.Flags()
-	f.StringVar(&c.Data, "data", envOr("data", "./tresor-data"), "data directory of the embedded server and its keys ($TRESOR_DATA)")
-	connectionFlag(f, &c.NATSURL, "nats", "URL of an external NATS cluster instead of the embedded server ($TRESOR_NATS_URL; put a password there, not on the command line)")
+	bindDataFlag(cmd, c)
+	connectionFlag(cmd.Flags(), &c.NATSURL, "nats", "URL of an external NATS cluster instead of the embedded server ($TRESOR_NATS_URL; put a password there, not on the command line)")
 }
 
-// bindStoreFlags adds the flags that say where the stream lives and how a
-// writer runs on it.
+// bindStoreFlags adds the flags that say where the stream lives and how it
+// is opened for writing (created if need be): all that a command appending
+// to it or following it as a store needs (projections rebuild).
 func bindStoreFlags(cmd *cobra.Command, c *Config) {
 	bindStreamFlags(cmd, c)
 	f := cmd.Flags()
-	f.StringVar(&c.MasterKeyFile, "master-key-file", envOr("master-key-file", ""), "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
-	f.StringVar(&c.SealKeyFile, "seal-key-file", envOr("seal-key-file", ""), "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
 	f.IntVar(&c.Replicas, "replicas", 1, "stream replicas: 1 embedded, 3 in a cluster ($TRESOR_REPLICAS)")
-	if v := envOr("replicas", ""); v != "" {
-		f.Set("replicas", v)
+	f.DurationVar(&c.SyncInterval, "sync-interval", 0, "embedded server fsync interval; 0 syncs every write before acknowledging it ($TRESOR_SYNC_INTERVAL)")
+	withEnv(f, "replicas", "sync-interval")
+}
+
+// bindWriterFlags adds the store's flags and those of the settlement
+// writer that runs on it: its keys and the abandoned-play timeout.
+func bindWriterFlags(cmd *cobra.Command, c *Config) {
+	bindStoreFlags(cmd, c)
+	f := cmd.Flags()
+	f.StringVar(&c.MasterKeyFile, "master-key-file", "", "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
+	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
+	f.DurationVar(&c.AbandonAfter, "abandon-after", 10*time.Minute, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
+	withEnv(f, "master-key-file", "seal-key-file", "abandon-after")
+	bindSettingsFlag(cmd, c)
+}
+
+// validateStore checks the flags of bindStoreFlags.
+func (c *Config) validateStore() error {
+	if c.Data == "" {
+		return usagef("--data: empty data directory")
 	}
-	sync, _ := time.ParseDuration(envOr("sync-interval", "0s"))
-	f.DurationVar(&c.SyncInterval, "sync-interval", sync, "embedded server fsync interval; 0 syncs every write before acknowledging it ($TRESOR_SYNC_INTERVAL)")
-	abandon, _ := time.ParseDuration(envOr("abandon-after", "10m"))
-	f.DurationVar(&c.AbandonAfter, "abandon-after", abandon, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
+	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
+		return usagef("--replicas %d: want 1, 3 or 5", c.Replicas)
+	}
+	if c.SyncInterval < 0 {
+		return usagef("--sync-interval %s: negative", c.SyncInterval)
+	}
+	return nil
 }
 
 // bindSettingsFlag adds the flag of the jurisdiction's settings, for the
 // commands that run the writer.
 func bindSettingsFlag(cmd *cobra.Command, c *Config) {
-	cmd.Flags().StringVar(&c.SettingsFile, "settings", envOr("settings", ""), "jurisdiction settings file (limit periods, raise delay, exclusion terms; default: the embedded domain/jurisdictions/fr-1.json) ($TRESOR_SETTINGS)")
+	cmd.Flags().StringVar(&c.SettingsFile, "settings", "", "jurisdiction settings file (limit periods, raise delay, exclusion terms; default: the embedded domain/jurisdictions/fr-1.json) ($TRESOR_SETTINGS)")
+	withEnv(cmd.Flags(), "settings")
 }
 
 // settings loads and validates the jurisdiction's settings.
@@ -115,16 +211,11 @@ func (c *Config) settings() (*domain.SettingsDocument, error) {
 	return doc, nil
 }
 
-// Validate checks the configuration and fills in derived defaults.
+// Validate checks the configuration of a writer (bindWriterFlags) and
+// fills in derived defaults.
 func (c *Config) Validate() error {
-	if c.Data == "" {
-		return usagef("--data: empty data directory")
-	}
-	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
-		return usagef("--replicas %d: want 1, 3 or 5", c.Replicas)
-	}
-	if c.SyncInterval < 0 {
-		return usagef("--sync-interval %s: negative", c.SyncInterval)
+	if err := c.validateStore(); err != nil {
+		return err
 	}
 	if c.AbandonAfter < time.Second {
 		return usagef("--abandon-after %s: at least 1s", c.AbandonAfter)

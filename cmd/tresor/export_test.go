@@ -2,10 +2,8 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,9 +14,9 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
 	natsserver "github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // simulateStream writes plays through the real write path into a fresh
@@ -206,12 +204,23 @@ func writeKey(tb testing.TB, size int) string {
 	return f
 }
 
+// TestRegulatorConfIsTheReaderAccess keeps the configuration block of
+// docs/export.md equal to the access the code defines (and gives the
+// embedded server's reader): one definition, shown on the page.
+func TestRegulatorConfIsTheReaderAccess(t *testing.T) {
+	want := eventstore.RegulatorConf(eventstore.ReaderAccess{InboxPrefix: "_INBOX_regulator"})
+	if got := regulatorConf(t); got != want {
+		t.Fatalf("docs/export.md's ```conf block differs from eventstore.RegulatorConf; put this in the page:\n%s", want)
+	}
+}
+
 // TestRegulatorUserReadsButCannotWrite runs a nats-server with the
 // regulator user of docs/export.md, writes a stream through the real write
 // path as the operator, exports it as the regulator (the file verifies and
 // equals the operator's own export), then has the regulator try every
-// forbidden operation: each one is refused with a permissions violation
-// naming its subject, and the stream is unchanged.
+// forbidden operation, each refused with a permissions violation naming
+// its subject, and every way of having the server copy the stream out of
+// reach, each confined; the stream is unchanged.
 func TestRegulatorUserReadsButCannotWrite(t *testing.T) {
 	operator, regulator, sealKey := regulatorStream(t)
 	dir := t.TempDir()
@@ -220,64 +229,22 @@ func TestRegulatorUserReadsButCannotWrite(t *testing.T) {
 	file := mustRead(t, byRegulator)
 	recs := verifyExport(t, file, sealPublicKey(t, sealKey))
 
-	violations := make(chan string, 16)
-	nc, err := nats.Connect(regulator, nats.CustomInboxPrefix("_INBOX_regulator"),
-		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if errors.Is(err, nats.ErrPermissionViolation) {
-				violations <- err.Error()
-			}
-		}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	stream, err := js.Stream(context.Background(), "TRESOR")
-	if err != nil {
-		t.Fatalf("the regulator cannot look up the stream: %v", err)
-	}
-	// A refused request gets no answer: each attempt runs until the
-	// server's violation for its subject arrives, then is cancelled.
-	for _, tc := range []struct {
-		what, subject string
-		call          func(context.Context) error
-	}{
-		{"publish into the stream", "tresor." + recs[0].Chain + "." + recs[0].Aggregate.String(), func(ctx context.Context) error {
-			_, err := js.Publish(ctx, "tresor."+recs[0].Chain+"."+recs[0].Aggregate.String(), recs[0].Payload)
-			return err
-		}},
-		{"delete a message", "$JS.API.STREAM.MSG.DELETE.TRESOR", func(ctx context.Context) error { return stream.DeleteMsg(ctx, 1) }},
-		{"purge the stream", "$JS.API.STREAM.PURGE.TRESOR", func(ctx context.Context) error { return stream.Purge(ctx) }},
-		{"delete the stream", "$JS.API.STREAM.DELETE.TRESOR", func(ctx context.Context) error { return js.DeleteStream(ctx, "TRESOR") }},
-		{"lift deny_delete", "$JS.API.STREAM.UPDATE.TRESOR", func(ctx context.Context) error {
-			cfg := stream.CachedInfo().Config
-			cfg.DenyDelete = false
-			_, err := js.UpdateStream(ctx, cfg)
-			return err
-		}},
-		{"create a stream", "$JS.API.STREAM.CREATE.REGULATOR", func(ctx context.Context) error {
-			_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "REGULATOR", Subjects: []string{"regulator.>"}})
-			return err
-		}},
-	} {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		done := make(chan error, 1)
-		go func() { done <- tc.call(ctx) }()
-		select {
-		case v := <-violations:
-			if !strings.Contains(v, "Publish to \""+tc.subject+"\"") {
-				t.Errorf("%s: violation %q, want one for %s", tc.what, v, tc.subject)
-			}
-			cancel()
-			<-done
-		case err := <-done:
-			t.Errorf("%s: answered %v, want a permissions violation", tc.what, err)
+	connect := func(opts ...nats.Option) *nats.Conn {
+		nc, err := nats.Connect(regulator, append(opts, nats.CustomInboxPrefix("_INBOX_regulator"))...)
+		if err != nil {
+			t.Fatal(err)
 		}
-		cancel()
+		return nc
 	}
+	eventstoretest.RequireWritesRefused(t, connect, "TRESOR", "tresor."+recs[0].Chain+"."+recs[0].Aggregate.String())
+	reader := connect()
+	defer reader.Close()
+	owner, err := nats.Connect(operator)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer owner.Close()
+	eventstoretest.RequireCopiesConfined(t, reader, owner, "TRESOR", "_INBOX_regulator")
 	// Nothing changed: the operator's own export is the same file.
 	exportFile(t, "--nats", operator, "--out", byOperator)
 	if !bytes.Equal(mustRead(t, byOperator), file) {

@@ -33,7 +33,15 @@ var rootCmd = &cobra.Command{
 	Short:         "Event-sourced ledger and settlement for « L'île au trésor »",
 	SilenceUsage:  true,
 	SilenceErrors: true,
+	PersistentPreRun: func(cmd *cobra.Command, _ []string) {
+		commandPath = cmd.CommandPath()
+	},
 }
+
+// commandPath is the subcommand running ("tresor serve"): the lock of an
+// embedded data directory names it, so that a second process refused the
+// directory says who holds it. Flags are left out: they may carry secrets.
+var commandPath = "tresor"
 
 func main() {
 	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })

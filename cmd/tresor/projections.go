@@ -10,6 +10,7 @@ import (
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/projections"
 	"github.com/fdj/tresor/projections/pgstore"
+	"github.com/fdj/tresor/settlement"
 	"github.com/spf13/cobra"
 )
 
@@ -24,7 +25,7 @@ func init() {
 		Short: "Rebuild the PostgreSQL projections from the first event beside the live copy, then switch readers to it",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := cfg.Validate(); err != nil {
+			if err := cfg.validateStore(); err != nil {
 				return err
 			}
 			return rebuildProjections(cmd.Context(), &cfg, cmd.ErrOrStderr())
@@ -49,7 +50,16 @@ func rebuildProjections(ctx context.Context, cfg *Config, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s, err := openStream(ctx, cfg)
+	// A rebuild only reads the stream, upcast as the writer reads it: it
+	// runs beside tresor serve, through its read-only listener.
+	reg, err := settlement.NewRegistry()
+	if err != nil {
+		return err
+	}
+	if err := requireStream(cfg); err != nil {
+		return err
+	}
+	s, err := connectStream(ctx, cfg, eventstore.Config{ReadOnly: true, Registry: reg})
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ func (s *server) probe(path, token string) (probe, error) {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := contractClient.Do(req)
 	if err != nil {
 		return probe{}, err
 	}

@@ -31,8 +31,8 @@ func init() {
 			return err
 		},
 	}
-	f := cmd.Flags()
-	f.StringVar(&cfg.Data, "data", envOr("data", "./tresor-data"), "data directory of the embedded server and its keys ($TRESOR_DATA)")
-	f.StringVar(&cfg.SealKeyFile, "seal-key-file", envOr("seal-key-file", ""), "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
+	bindDataFlag(cmd, &cfg)
+	cmd.Flags().StringVar(&cfg.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
+	withEnv(cmd.Flags(), "seal-key-file")
 	rootCmd.AddCommand(cmd)
 }

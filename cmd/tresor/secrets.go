@@ -160,10 +160,10 @@ func connectionStrings(cmd *cobra.Command) []string {
 	return conns
 }
 
-// connectionFlag adds a string flag holding a connection string, its
-// default from the environment; --help shows that default redacted.
+// connectionFlag adds a string flag holding a connection string, set from
+// its environment variable when not given (applyEnv); --help shows that
+// default redacted (showEnvDefaults).
 func connectionFlag(f *pflag.FlagSet, p *string, name, usage string) {
-	f.StringVar(p, name, envOr(name, ""), usage)
-	fl := f.Lookup(name)
-	fl.DefValue = redactURL(fl.DefValue)
+	f.StringVar(p, name, "", usage)
+	withEnv(f, name)
 }

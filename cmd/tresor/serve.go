@@ -21,6 +21,7 @@ import (
 	"github.com/fdj/tresor/projections/memstore"
 	"github.com/fdj/tresor/projections/pgstore"
 	"github.com/fdj/tresor/settlement"
+	"github.com/fdj/tresor/web"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -43,10 +44,10 @@ func init() {
 			return serve(ctx, &cfg, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 		},
 	}
-	bindStoreFlags(cmd, &cfg)
-	bindSettingsFlag(cmd, &cfg)
+	bindWriterFlags(cmd, &cfg)
 	bindTokenFlag(cmd, &cfg)
-	cmd.Flags().StringVar(&cfg.HTTP, "http", envOr("http", "127.0.0.1:8080"), "address the HTTP API listens on ($TRESOR_HTTP)")
+	cmd.Flags().StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address the HTTP API and the pages listen on ($TRESOR_HTTP)")
+	withEnv(cmd.Flags(), "http")
 	cmd.Flags().DurationVar(&cfg.SignificantMaxAge, "significant-max-age", 400*24*time.Hour, "how long the significant-event log keeps an entry (failed authentications, refused role checks)")
 	connectionFlag(cmd.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections instead of memory ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	rootCmd.AddCommand(cmd)
@@ -63,7 +64,7 @@ func init() {
 // unavailable until the service is ready (see readiness).
 func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	started := time.Now()
-	tokens, err := cfg.tokens()
+	tokens, err := cfg.tokens(cfg.NATSURL == "")
 	if err != nil {
 		return err
 	}
@@ -71,16 +72,22 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	store, err := openProjections(ctx, cfg, rules)
+	pages, err := web.New(rules)
 	if err != nil {
 		return err
 	}
-	defer store.Close()
+	// The stream first: on the embedded default it locks the data
+	// directory, and a second serve refused there must touch nothing else.
 	st, err := openStream(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
+	store, err := openProjections(ctx, cfg, rules)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", cfg.HTTP, err)
@@ -105,7 +112,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		<-sigDone
 	}()
 	srv := &http.Server{
-		Handler: api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log,
+		Handler: api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log, Pages: pages,
 			Significant: significant, Rules: rules}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
@@ -257,7 +264,7 @@ type readiness struct {
 // state implements api.Config.Readiness; it does no I/O.
 func (r *readiness) state() api.Readiness {
 	w := r.gate.w.Load()
-	rd := api.Readiness{ProjectionSeq: r.runner.Applied(), StartSeq: r.target.Load(), WriterSeq: r.gate.LastSeq()}
+	rd := api.Readiness{ProjectionSeq: r.runner.Applied(), StartSeq: r.target.Load(), WriterSeq: r.gate.LastSeq(), SealSeq: r.runner.LastSeal()}
 	if rd.WriterSeq > rd.ProjectionSeq {
 		rd.Lag = rd.WriterSeq - rd.ProjectionSeq
 	}

@@ -47,7 +47,7 @@ func (s *server) waitReady(timeout time.Duration) {
 	s.tb.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		resp, err := http.Get(s.url + "/v1/ready")
+		resp, err := contractClient.Get(s.url + "/v1/ready")
 		if err == nil {
 			io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -171,7 +171,7 @@ func (s *server) sendWith(c call, header http.Header) (int, map[string]any, erro
 	if c.key != "" {
 		req.Header.Set("Idempotency-Key", c.key)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := contractClient.Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s: %w", c.method, c.path, err)
 	}
@@ -370,7 +370,7 @@ func (s *server) getText(path, token string) string {
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := contractClient.Do(req)
 	if err != nil {
 		s.tb.Fatal(err)
 	}

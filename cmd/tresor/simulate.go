@@ -69,8 +69,7 @@ func init() {
 			})
 		},
 	}
-	bindStoreFlags(cmd, &cfg)
-	bindSettingsFlag(cmd, &cfg)
+	bindWriterFlags(cmd, &cfg)
 	f := cmd.Flags()
 	f.StringVar(&o.price, "price", "1", "stake of every play: 0.50, 1 or 2")
 	f.IntVar(&o.plays, "plays", 10_000, "number of plays")

@@ -35,19 +35,32 @@ func openStream(ctx context.Context, cfg *Config) (*stream, error) {
 // openStreamReadOnly opens an existing stream to read it as stored (no
 // registry: raw events, whose hashes verify), creating and writing
 // nothing: in embedded mode, only a data directory that already holds
-// JetStream files is opened. opts go to an external connection (a
-// regulator's inbox prefix).
+// JetStream files is opened, and never with a second server: when another
+// process (tresor serve) runs the directory's server, the stream is read
+// through the read-only listener that process advertises. opts go to an
+// external connection (a regulator's inbox prefix).
 func openStreamReadOnly(ctx context.Context, cfg *Config, opts ...nats.Option) (*stream, error) {
-	if cfg.NATSURL == "" {
-		if _, err := os.Stat(filepath.Join(cfg.Data, "jetstream")); err != nil {
-			return nil, fmt.Errorf("no Tresor stream in data directory %s: %w", cfg.Data, err)
-		}
+	if err := requireStream(cfg); err != nil {
+		return nil, err
 	}
 	return connectStream(ctx, cfg, eventstore.Config{ReadOnly: true}, opts...)
 }
 
+// requireStream refuses, in embedded mode, a data directory that holds no
+// JetStream files: a reader never creates an empty stream.
+func requireStream(cfg *Config) error {
+	if cfg.NATSURL != "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(cfg.Data, "jetstream")); err != nil {
+		return fmt.Errorf("no Tresor stream in data directory %s: %w", cfg.Data, err)
+	}
+	return nil
+}
+
 // connectStream opens the store with scfg on cfg.NATSURL or on the
-// embedded server of cfg.Data.
+// embedded server of cfg.Data: its own for a writer, its own or the one
+// already running there for a reader.
 func connectStream(ctx context.Context, cfg *Config, scfg eventstore.Config, opts ...nats.Option) (*stream, error) {
 	s := &stream{replicas: cfg.Replicas}
 	var err error
@@ -58,19 +71,30 @@ func connectStream(ctx context.Context, cfg *Config, scfg eventstore.Config, opt
 		}
 		return s, nil
 	}
-	s.embedded, err = eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: filepath.Join(cfg.Data, "jetstream"), SyncInterval: cfg.SyncInterval})
-	if err != nil {
-		return nil, err
+	ecfg := eventstore.EmbeddedConfig{DataDir: filepath.Join(cfg.Data, "jetstream"), SyncInterval: cfg.SyncInterval,
+		Holder: commandPath, Readers: &eventstore.ReaderAccess{}}
+	var nc *nats.Conn
+	if scfg.ReadOnly {
+		s.embedded, nc, err = eventstore.RunOrJoin(ctx, ecfg)
+	} else if s.embedded, err = eventstore.RunEmbedded(ecfg); err == nil {
+		if nc, err = s.embedded.Conn(); err != nil {
+			s.embedded.Shutdown()
+		}
 	}
-	nc, err := s.embedded.Conn()
+	if le := (*eventstore.LockedError)(nil); errors.As(err, &le) {
+		// One line naming what the user named: --data, not its jetstream
+		// subdirectory.
+		return nil, fmt.Errorf("data directory %s is in use by %s", cfg.Data, le.Holder)
+	}
 	if err != nil {
-		s.embedded.Shutdown()
 		return nil, err
 	}
 	s.store, err = eventstore.Open(ctx, nc, scfg)
 	if err != nil {
 		nc.Close()
-		s.embedded.Shutdown()
+		if s.embedded != nil {
+			s.embedded.Shutdown()
+		}
 		return nil, err
 	}
 	return s, nil
@@ -120,15 +144,13 @@ func (s *stream) closeLog() error {
 // order, so that whatever was acknowledged is on disk first.
 func (s *stream) Close() error {
 	errs := []error{s.closeLog()}
-	var nc *nats.Conn
 	if s.store != nil {
-		nc = s.store.Conn()
 		errs = append(errs, s.store.Close())
+		// The connection to an embedded server is ours, not the store's
+		// (closing a closed connection does nothing).
+		s.store.Conn().Close()
 	}
 	if s.embedded != nil {
-		if nc != nil {
-			nc.Close()
-		}
 		s.embedded.Shutdown()
 	}
 	return errors.Join(errs...)

@@ -2,11 +2,15 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
+	"strings"
+	"time"
 
 	"github.com/fdj/tresor/audit"
 	"github.com/fdj/tresor/domain"
@@ -18,7 +22,7 @@ import (
 var errPlayInvalid = errors.New("play invalid")
 
 func init() {
-	var file, rootText, seedText, rulesFile string
+	var file, rootText, seedText, rulesFile, commitments string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "verify-play --file play.json",
@@ -29,7 +33,9 @@ func init() {
 			"throws shown against that scenario, and the prize against the rules. The root in the document is\n" +
 			"the operator's claim: give the root published in BlockOpened with --root to check it\n" +
 			"independently; for a closed block, the seed (--seed, or block_seed in the document) rebuilds the\n" +
-			"deck. Exit status: 0 valid, 1 invalid, 2 bad flags or unreadable file. See docs/verify-play.md.",
+			"deck. --commitments takes the root, and a closed block's seed, from the commitments the operator\n" +
+			"publishes (GET /v1/commitments.ndjson) or a mirror of them, a URL or a file.\n" +
+			"Exit status: 0 valid, 1 invalid, 2 bad flags or unreadable file. See docs/verify-play.md.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			rules, err := loadRules(rulesFile)
@@ -37,6 +43,19 @@ func init() {
 				return err
 			}
 			opt := audit.VerifyPlayOptions{Rules: rules}
+			if rootText != "" && commitments != "" {
+				return usagef("--root and --commitments: give one source of the root")
+			}
+			if commitments != "" {
+				data, err := readCommitments(cmd.Context(), commitments)
+				if err != nil {
+					return err
+				}
+				if opt.Commitments, err = audit.ReadCommitments(data); err != nil {
+					return usagef("--commitments %s: %v", commitments, err)
+				}
+				opt.CommitmentsFrom = commitments
+			}
 			if rootText != "" {
 				var root [32]byte
 				if len(rootText) != hex.EncodedLen(len(root)) {
@@ -88,6 +107,7 @@ func init() {
 	cmd.Flags().StringVar(&file, "file", "", "the play as the history API serves it, or a history page (- for stdin)")
 	cmd.Flags().StringVar(&rootText, "root", "", "the block's Merkle root as published in BlockOpened (64 hex digits)")
 	cmd.Flags().StringVar(&seedText, "seed", "", "the block's seed as revealed by BlockClosed (64 hex digits)")
+	cmd.Flags().StringVar(&commitments, "commitments", "", "the published commitments (a URL such as http://127.0.0.1:8080/v1/commitments.ndjson, a mirror of it, or a file): the root and the revealed seed")
 	cmd.Flags().StringVar(&rulesFile, "rules", "", "rule set file (default: the embedded rule set in force)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdict as one JSON object")
 	cmd.MarkFlagRequired("file")
@@ -127,18 +147,22 @@ func printVerdicts(out io.Writer, verdicts []audit.PlayVerdict) error {
 			fmt.Fprintln(w)
 		}
 		fmt.Fprintf(w, "play %s: %s\n", v.PlayID, verdict)
-		switch v.RootSource {
-		case audit.SourceIndependent:
+		switch {
+		case v.RootSource == audit.SourceIndependent && v.RootFrom == "--root":
 			fmt.Fprintf(w, "  root %s: the published root given with --root (independent)\n", v.Root)
-		case audit.SourceDocument:
-			fmt.Fprintf(w, "  root %s: the document's own claim, NOT checked against an independent value (give --root)\n", v.Root)
+		case v.RootSource == audit.SourceIndependent:
+			fmt.Fprintf(w, "  root %s: the root published at %s (independent)\n", v.Root, v.RootFrom)
+		case v.RootSource == audit.SourceDocument:
+			fmt.Fprintf(w, "  root %s: the document's own claim, NOT checked against an independent value (give --root or --commitments)\n", v.Root)
 		default:
 			fmt.Fprintln(w, "  root: none")
 		}
-		switch v.SeedSource {
-		case audit.SourceIndependent:
+		switch {
+		case v.SeedSource == audit.SourceIndependent && v.SeedFrom == "--seed":
 			fmt.Fprintln(w, "  seed: given with --seed (independent)")
-		case audit.SourceDocument:
+		case v.SeedSource == audit.SourceIndependent:
+			fmt.Fprintf(w, "  seed: published at %s (independent)\n", v.SeedFrom)
+		case v.SeedSource == audit.SourceDocument:
 			fmt.Fprintln(w, "  seed: the document's block_seed")
 		default:
 			fmt.Fprintln(w, "  seed: none (the block is not closed; the deck is not checked)")
@@ -151,4 +175,43 @@ func printVerdicts(out io.Writer, verdicts []audit.PlayVerdict) error {
 		fmt.Fprintf(w, "\n%d plays: %d valid, %d invalid\n", len(verdicts), len(verdicts)-invalid, invalid)
 	}
 	return w.Flush()
+}
+
+// commitmentsFetchTimeout bounds the download of the published commitments.
+const commitmentsFetchTimeout = 30 * time.Second
+
+// readCommitments reads the published commitments from a URL (http or
+// https) or a file, at most audit.CommitmentsMaxBytes (one more byte, so
+// that ReadCommitments refuses an oversized file).
+func readCommitments(ctx context.Context, source string) ([]byte, error) {
+	var r io.Reader
+	if strings.HasPrefix(source, "http://") || strings.HasPrefix(source, "https://") {
+		ctx, cancel := context.WithTimeout(ctx, commitmentsFetchTimeout)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, source, nil)
+		if err != nil {
+			return nil, usagef("--commitments: %v", err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return nil, fmt.Errorf("--commitments: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("--commitments %s: %s", source, resp.Status)
+		}
+		r = resp.Body
+	} else {
+		f, err := os.Open(source)
+		if err != nil {
+			return nil, usagef("--commitments: %v", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	data, err := io.ReadAll(io.LimitReader(r, audit.CommitmentsMaxBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("--commitments %s: %w", source, err)
+	}
+	return data, nil
 }

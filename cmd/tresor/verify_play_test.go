@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -36,13 +35,7 @@ func TestVerifyPlayChecksServedPlays(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	save := func(name, body string) string {
-		f := filepath.Join(dir, name)
-		if err := os.WriteFile(f, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return f
-	}
+	save := saver(t, dir)
 	settled := s.getText("/v1/players/p-42/plays/"+ids[0], p42)
 	played := save("play.json", settled)
 	verify := func(want int, args ...string) string {

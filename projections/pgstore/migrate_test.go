@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/fdj/tresor/projections"
@@ -12,12 +14,12 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// TestMigration002BackfillsAnExistingGeneration projects a stream, takes
-// the generation back to migration 001 (the columns and tables of 002
+// TestMigration003BackfillsAnExistingGeneration projects a stream, takes
+// the generation back to migration 002 (the columns and tables of 003
 // dropped, as a database of the previous release has them) and migrates it
 // again: the statements and report data read from the backfilled rows are
 // those the projection wrote.
-func TestMigration002BackfillsAnExistingGeneration(t *testing.T) {
+func TestMigration003BackfillsAnExistingGeneration(t *testing.T) {
 	ctx := context.Background()
 	rules := projectionstest.SmallRules(t)
 	w := projectionstest.Standard(t, rules)
@@ -25,7 +27,7 @@ func TestMigration002BackfillsAnExistingGeneration(t *testing.T) {
 	projectionstest.Project(t, s, w.Events, 9)
 	read := func(s projections.Store) string {
 		var out []any
-		for id := range w.Ledger.Accounts {
+		for _, id := range slices.Sorted(maps.Keys(w.Ledger.Accounts)) {
 			st, err := s.Statement(ctx, projections.StatementQuery{Player: id, Limit: projections.StatementPageMax})
 			if err != nil {
 				t.Fatal(err)
@@ -46,7 +48,7 @@ func TestMigration002BackfillsAnExistingGeneration(t *testing.T) {
 		`ALTER TABLE %[1]s.journal DROP COLUMN balance_after`, `ALTER TABLE %[1]s.blocks DROP COLUMN by_system`,
 		`ALTER TABLE %[1]s.days DROP COLUMN settled, DROP COLUMN settled_stakes, DROP COLUMN by_system`,
 		`ALTER TABLE %[1]s.accounts DROP COLUMN self_excluded_until`, `ALTER TABLE %[1]s.limit_changes DROP COLUMN period_days`,
-		`UPDATE %[1]s.schema_version SET version = 1`,
+		`UPDATE %[1]s.schema_version SET version = 2`,
 	} {
 		if _, err := testPool.Exec(ctx, fmt.Sprintf(sql, schema)); err != nil {
 			t.Fatalf("%s: %v", sql, err)

@@ -203,18 +203,18 @@ func readBlocks(ctx context.Context, db querier, q *statements, sql string, args
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.BlockRow, error) {
 		var b projections.BlockRow
-		var price, sales, paid, settledPrizes, owed, fund, stakeMis, settleMis, last int64
+		var price, sales, paid, settledPrizes, owed, fund, stakeMis, settleMis, last, openedSeq int64
 		var state string
 		var seedHash, root, seed []byte
 		err := r.Scan(&b.ID, &b.Emission, &b.Index, &price, &b.Units, &state, &seedHash, &root, &seed, &b.OpenedAt, &b.ClosedAt,
-			&b.Settled, &b.Counters.UnitsSold, &sales, &paid, &settledPrizes, &owed, &fund, &stakeMis, &settleMis, &last, &b.BySystem)
+			&b.Settled, &b.Counters.UnitsSold, &sales, &paid, &settledPrizes, &owed, &fund, &stakeMis, &settleMis, &last, &openedSeq, &b.BySystem)
 		if err != nil {
 			return b, err
 		}
 		if len(seedHash) != 32 || len(root) != 32 || (seed != nil && len(seed) != 32) {
 			return b, fmt.Errorf("block %s: malformed commitment or seed", b.ID)
 		}
-		b.Price, b.State, b.LastSeq = domain.Amount(price), domain.BlockState(state), uint64(last)
+		b.Price, b.State, b.LastSeq, b.OpenedSeq = domain.Amount(price), domain.BlockState(state), uint64(last), uint64(openedSeq)
 		b.OpenedAt, b.ClosedAt = utc(b.OpenedAt), utcPtr(b.ClosedAt)
 		copy(b.Commitment.SeedHash[:], seedHash)
 		copy(b.Commitment.Root[:], root)

@@ -24,7 +24,7 @@ type statements struct {
 }
 
 const blockColumns = `id, emission, idx, price, units, state, seed_hash, root, seed, opened_at, closed_at, settled,
-	units_sold, sales, prizes_paid, prizes_settled, prizes_owed, prize_fund, stake_mismatch, settle_mismatch, last_seq, by_system`
+	units_sold, sales, prizes_paid, prizes_settled, prizes_owed, prize_fund, stake_mismatch, settle_mismatch, last_seq, opened_seq, by_system`
 
 const playColumns = `id, player, seq, block, unit, at, stake, status, proof_tier, proof_salt, proof_path, throws,
 	tier, prize, settled_at, balance_before, balance_after`
@@ -64,7 +64,7 @@ func newStatements(schema, control string) *statements {
 		insertBlocks: f(`INSERT INTO {s}.blocks (` + blockColumns + `)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::int4[], $4::int8[], $5::int4[], $6::text[], $7::bytea[], $8::bytea[],
 				$9::bytea[], $10::timestamptz[], $11::timestamptz[], $12::int4[], $13::int4[], $14::int8[], $15::int8[], $16::int8[],
-				$17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::int8[], $22::int4[])`),
+				$17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::int8[], $22::int8[], $23::int4[])`),
 		insertTiers: f(`INSERT INTO {s}.block_tiers (block, tier, lots, prize, assigned, paid)
 			SELECT * FROM unnest($1::text[], $2::int2[], $3::int4[], $4::int8[], $5::int4[], $6::int4[])`),
 		updateBlocks: f(`UPDATE {s}.blocks b SET state = COALESCE(u.state, b.state), seed = COALESCE(u.seed, b.seed),
@@ -317,14 +317,14 @@ func (a *counterArrays) args() []any {
 
 func writeBlocks(c *projections.Changes, q *statements, queue queueFunc) {
 	var ins struct {
-		id, emission, state  []string
-		idx, units, settled  []int32
-		price, last          []int64
-		bySystem             []int32
-		seedHash, root, seed [][]byte
-		opened               []time.Time
-		closed               []*time.Time
-		counters             counterArrays
+		id, emission, state    []string
+		idx, units, settled    []int32
+		price, last, openedSeq []int64
+		bySystem               []int32
+		seedHash, root, seed   [][]byte
+		opened                 []time.Time
+		closed                 []*time.Time
+		counters               counterArrays
 	}
 	var tiers struct {
 		block                []string
@@ -354,6 +354,7 @@ func writeBlocks(c *projections.Changes, q *statements, queue queueFunc) {
 			ins.id, ins.emission, ins.state = append(ins.id, row.ID), append(ins.emission, row.Emission), append(ins.state, string(row.State))
 			ins.idx, ins.units, ins.settled = append(ins.idx, int32(row.Index)), append(ins.units, int32(row.Units)), append(ins.settled, int32(row.Settled))
 			ins.price, ins.last = append(ins.price, int64(row.Price)), append(ins.last, int64(row.LastSeq))
+			ins.openedSeq = append(ins.openedSeq, int64(row.OpenedSeq))
 			ins.seedHash, ins.root = append(ins.seedHash, row.Commitment.SeedHash[:]), append(ins.root, row.Commitment.Root[:])
 			ins.seed = append(ins.seed, seedBytes(row.Seed))
 			ins.opened, ins.closed = append(ins.opened, row.OpenedAt), append(ins.closed, row.ClosedAt)
@@ -385,7 +386,7 @@ func writeBlocks(c *projections.Changes, q *statements, queue queueFunc) {
 	if n := len(ins.id); n > 0 {
 		args := []any{ins.id, ins.emission, ins.idx, ins.price, ins.units, ins.state, ins.seedHash, ins.root, ins.seed, ins.opened, ins.closed, ins.settled}
 		args = append(args, ins.counters.args()...)
-		queue("new blocks", n, q.insertBlocks, append(args, ins.last, ins.bySystem)...)
+		queue("new blocks", n, q.insertBlocks, append(args, ins.last, ins.openedSeq, ins.bySystem)...)
 		queue("new block tiers", len(tiers.block), q.insertTiers, tiers.block, tiers.tier, tiers.lots, tiers.prize, tiers.assigned, tiers.paid)
 	}
 	if n := len(upd.id); n > 0 {

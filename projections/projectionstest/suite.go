@@ -65,6 +65,7 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 	type sums struct{ deposited, withdrawn, staked, won domain.Amount }
 	want := map[string]*sums{}
 	stakes := map[string][]*domain.StakePlaced{}
+	openedSeq := map[string]uint64{}
 	throws := map[string]int{}
 	settled := map[string]*domain.PlaySettled{}
 	paid := map[string]*domain.PrizePaid{}
@@ -72,6 +73,8 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 		switch e := env.Event.(type) {
 		case *domain.AccountOpened:
 			want[e.Player] = &sums{}
+		case *domain.BlockOpened:
+			openedSeq[e.Block] = env.Seq
 		case *domain.FundsDeposited:
 			want[e.Player].deposited += e.Amount
 		case *domain.FundsWithdrawn:
@@ -151,6 +154,9 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 		lb := w.Ledger.Blocks[b.ID]
 		if b.State != lb.State || b.Sold != lb.Sold || b.Left != lb.Commitment.Units-lb.Sold || b.Commitment != lb.Commitment {
 			t.Errorf("block %s: %s sold %d left %d, ledger %s sold %d", b.ID, b.State, b.Sold, b.Left, lb.State, lb.Sold)
+		}
+		if b.OpenedSeq != openedSeq[b.ID] {
+			t.Errorf("block %s: opened at sequence %d, its BlockOpened is at %d", b.ID, b.OpenedSeq, openedSeq[b.ID])
 		}
 		if (b.Seed != nil) != (b.State == domain.BlockStateClosed) {
 			t.Errorf("block %s (%s): seed shown: %v", b.ID, b.State, b.Seed != nil)

@@ -1,0 +1,104 @@
+// play.js is the player's screen (Articles 4.1 to 4.6): choose a stake,
+// play, make the 4 throws, see the tier, the prize and the balance. The
+// screen shows only what the API has answered: the map comes with the
+// stake's answer, each chest's content with the throw that opens it.
+
+import { api, signIn, explain, newKey, euros, el, say, TIER_TEXT } from './common.js';
+import { GameMap } from './map.js';
+
+const $ = id => document.getElementById(id);
+
+async function main() {
+  const { token, claims } = await signIn();
+  if (claims.role !== 'player') {
+    $('refusal').textContent = 'This screen is for players: your token is a ' + claims.role + '\'s. Operators, finance and regulators use the console.';
+    return;
+  }
+  $('game').hidden = false;
+  const base = `/v1/players/${encodeURIComponent(claims.player)}`;
+  let play = null, map = null, busy = false;
+
+  const showBalance = async seq => {
+    try {
+      const a = await api(token, 'GET', `${base}/account${seq ? '?min_seq=' + seq : ''}`);
+      $('balance').textContent = euros(a.balance);
+      $('balance').dataset.balance = a.balance;
+    } catch (e) { $('balance').textContent = '—'; refuse(e); }
+  };
+  const refuse = e => { $('refusal').textContent = explain(e); };
+  const setBusy = b => { busy = b; $('play').disabled = b || (play && play.status === 'in_progress'); $('throw').disabled = b || !play || play.status !== 'in_progress'; };
+
+  const show = p => {
+    play = p;
+    map = new GameMap($('map'), p);
+    p.throws.forEach(t => map.throwTo(t));
+    $('throws-left').textContent = p.throws_left;
+    $('result').replaceChildren();
+    $('result').dataset.status = p.status;
+    $('play-id').textContent = p.play_id;
+    if (p.status !== 'in_progress') finish(p.tier, p.prize, p.status);
+    setBusy(false);
+  };
+
+  const finish = (tier, prize, status) => {
+    $('result').dataset.status = status;
+    $('result').dataset.tier = tier;
+    $('result').dataset.prize = prize;
+    $('result').replaceChildren(
+      el('p', { class: tier === 'none' ? 'lost' : 'won' }, tier === 'none' ? 'No prize this time.' : `You won ${euros(prize)}!`),
+      el('p', {}, 'Tier: ', el('strong', { 'data-tier': tier }, TIER_TEXT[tier] || tier), ' · prize ', el('strong', { 'data-prize': prize }, euros(prize))));
+  };
+
+  $('stake-form').addEventListener('submit', async e => {
+    e.preventDefault();
+    if (busy) return;
+    const stake = new FormData(e.target).get('stake');
+    $('refusal').textContent = '';
+    setBusy(true);
+    try {
+      // One key per click: a retry of this request (503) is the same stake.
+      const p = await api(token, 'POST', `${base}/plays`, { body: { stake }, key: newKey() });
+      show(p);
+      $('balance').textContent = euros(p.balance);
+      say(`Play ${p.play_id}: make your 4 throws.`);
+      $('throw').focus();
+    } catch (err) { refuse(err); setBusy(false); }
+  });
+
+  $('throw').addEventListener('click', async () => {
+    if (busy || !play || play.status !== 'in_progress') return;
+    const n = play.throws.length + 1;
+    $('refusal').textContent = '';
+    setBusy(true);
+    try {
+      const t = await api(token, 'POST', `${base}/plays/${play.play_id}/throws`, { body: { throw: n } });
+      // A throw's answer names the chest it opened as an object; the
+      // play's throws (and the map) as its index.
+      const r = { direction: t.direction, steps: t.steps, pawn: t.pawn, chest: t.chest ? t.chest.index : null, symbol: t.chest ? t.chest.symbol : null };
+      map.throwTo(r);
+      play.throws.push(r);
+      play.throws_left = t.throws_left;
+      play.status = t.status;
+      $('throws-left').textContent = t.throws_left;
+      say(`Throw ${t.throw}: ${t.direction} ${t.steps}` + (t.chest ? `, a chest: ${t.chest.symbol}.` : ', nothing opens.'));
+      if (t.status !== 'in_progress') {
+        finish(t.tier, t.prize, t.status);
+        // Once settled every chest shows its content; the balance has the prize.
+        const whole = await api(token, 'GET', `${base}/plays/${play.play_id}?min_seq=${t.seq}`);
+        whole.chests.forEach((ch, i) => { if (ch.symbol && !map.chests[i].dataset.symbol) map.open(i, ch.symbol); });
+        await showBalance(t.seq);
+        $('play').focus();
+      }
+    } catch (err) { refuse(err); }
+    setBusy(false);
+  });
+
+  await showBalance();
+  try {
+    const last = await api(token, 'GET', `${base}/plays/last`);
+    if (last.status === 'in_progress') { show(last); say(`Your play ${last.play_id} is waiting for its throws.`); }
+  } catch (err) { if (err.code !== 'not_found') refuse(err); }
+  setBusy(false);
+}
+
+main();
