@@ -129,7 +129,10 @@ func showEnvDefaults(cmd *cobra.Command) {
 }
 
 func init() {
-	rootCmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return applyEnv(cmd) }
+	rootCmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+		commandPath = cmd.CommandPath()
+		return applyEnv(cmd)
+	}
 	help := rootCmd.HelpFunc()
 	rootCmd.SetHelpFunc(func(cmd *cobra.Command, args []string) {
 		showEnvDefaults(cmd)

@@ -33,9 +33,8 @@ var rootCmd = &cobra.Command{
 	Short:         "Event-sourced ledger and settlement for « L'île au trésor »",
 	SilenceUsage:  true,
 	SilenceErrors: true,
-	PersistentPreRun: func(cmd *cobra.Command, _ []string) {
-		commandPath = cmd.CommandPath()
-	},
+	// PersistentPreRunE (config.go) records commandPath and applies the
+	// environment: cobra runs only one persistent pre-run.
 }
 
 // commandPath is the subcommand running ("tresor serve"): the lock of an
