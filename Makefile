@@ -56,7 +56,9 @@ vet:
 
 # imports keeps the dependency rule of style.md: domain imports only the
 # standard library (and decimal); eventstore and projections never import
-# each other; web imports only domain; nothing imports cmd.
+# each other; web imports only domain; nothing imports cmd; the finance
+# feed reads the stream through eventstore and domain only, never a read
+# model or the writer.
 imports:
 	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./domain | \
 		grep -v -x -e 'github.com/fdj/tresor/domain' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
@@ -70,6 +72,8 @@ imports:
 	if [ -n "$$bad" ]; then echo "web imports more than domain (its pages call the API like any client):"; echo "$$bad"; exit 1; fi
 	@if $(GO) list -f '{{join .Imports "\n"}}' ./... | grep -q '^github.com/fdj/tresor/cmd'; then \
 		echo "a package imports cmd"; exit 1; fi
+	@if [ -d feed ] && $(GO) list -deps ./feed/... | grep -E -q '^github.com/fdj/tresor/(projections|api|settlement|audit)(/|$$)'; then \
+		echo "feed imports projections, api, settlement or audit (it reads the stream through eventstore, builds with domain)"; exit 1; fi
 	@echo "imports: ok"
 
 clean:
