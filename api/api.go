@@ -121,6 +121,12 @@ type Config struct {
 	Logger *slog.Logger
 	// Registry receives the API's metrics; nil uses a fresh registry.
 	Registry *prometheus.Registry
+	// Significant records failed authentications and refused role checks
+	// and reads them back (GET /v1/significant-events); nil keeps none.
+	Significant *Significant
+	// Rules is the rule set the reports compute theoretical returns from
+	// (the default rule set when nil).
+	Rules *domain.RuleSet
 	// Pages serves the web pages (/, /play, /history, /console and their
 	// static files); nil serves none.
 	Pages http.Handler
@@ -155,6 +161,13 @@ func NewServer(cfg Config) *Server {
 	s.batch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tresor_append_events", Help: "Events appended per command.", Buckets: prometheus.LinearBuckets(1, 1, 8)})
 	s.appendS = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tresor_append_seconds", Help: "Time from command to durable append.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
 	cfg.Registry.MustRegister(s.requests, s.latency, s.batch, s.appendS)
+	if sig := cfg.Significant; sig != nil {
+		cfg.Registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_significant_events_total", Help: "Significant events stored (failed authentications, refused role checks)."},
+				func() float64 { return float64(sig.recorded.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_significant_events_left_out_total", Help: "Significant events over the rate limits, counted in suppressed entries."},
+				func() float64 { return float64(sig.left.Load()) }))
+	}
 	if cfg.Runner != nil {
 		cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_projection_lag_events", Help: "Events the projections have yet to apply."}, func() float64 {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -170,10 +183,10 @@ func NewServer(cfg Config) *Server {
 	s.handle("GET /v1/ready", nil, s.ready)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	s.routes = append(s.routes, "GET /metrics")
-	s.handle("PUT /v1/players/{player}", roles(RoleOperator), s.configure)
+	s.handle("PUT /v1/players/{player}", roles(RoleOperator, RolePlayer), s.configure)
 	s.handle("POST /v1/players/{player}/deposits", roles(RoleOperator), s.deposit)
 	s.handle("POST /v1/players/{player}/withdrawals", roles(RoleOperator), s.withdraw)
-	s.handle("GET /v1/players/{player}/account", roles(RolePlayer, RoleOperator, RoleFinance), s.account)
+	s.handle("GET /v1/players/{player}/account", roles(RolePlayer, RoleOperator, RoleFinance, RoleRegulator), s.account)
 	s.handle("POST /v1/players/{player}/plays", roles(RolePlayer), s.play)
 	s.handle("POST /v1/players/{player}/plays/{play}/throws", roles(RolePlayer), s.throw)
 	s.handle("GET /v1/players/{player}/plays", roles(RolePlayer, RoleOperator, RoleRegulator), s.history)
@@ -184,6 +197,16 @@ func NewServer(cfg Config) *Server {
 	s.handle("POST /v1/emissions", roles(RoleOperator), s.emission)
 	s.handle("POST /v1/blocks/{block}/close", roles(RoleOperator), s.closeBlock)
 	s.handle("GET /v1/reconciliation", roles(RoleFinance, RoleRegulator), s.reconciliation)
+	// Issue 14: bans, statements, the report pack, the significant-event log.
+	s.handle("POST /v1/players/{player}/bans", roles(RoleOperator), s.ban)
+	s.handle("DELETE /v1/players/{player}/bans/{ban}", roles(RoleOperator), s.liftBan)
+	s.handle("GET /v1/players/{player}/bans", roles(RoleOperator, RoleRegulator), s.bans)
+	s.handle("GET /v1/players/{player}/bans/{ban}", roles(RoleOperator, RoleRegulator), s.getBan)
+	s.handle("GET /v1/players/{player}/statement", roles(RolePlayer, RoleOperator, RoleFinance, RoleRegulator), s.statement)
+	for _, kind := range reportKinds {
+		s.handle("GET /v1/reports/"+kind, roles(RoleFinance, RoleRegulator), s.report(kind))
+	}
+	s.handle("GET /v1/significant-events", roles(RoleOperator, RoleRegulator), s.significantEvents)
 	s.handlePublic("GET /v1/commitments", s.commitments)
 	s.handlePublic("GET /v1/commitments.ndjson", s.commitmentsFile)
 	s.handlePublic("GET /v1/commitments/{block}", s.commitment)
@@ -298,9 +321,15 @@ func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
 			return
 		}
 		if text, ok := body.(csvBody); ok {
+			body = csvAnswer{body: string(text)}
+		}
+		if ans, ok := body.(csvAnswer); ok {
+			for k, v := range ans.header {
+				w.Header()[k] = v
+			}
 			w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 			w.WriteHeader(status)
-			io.WriteString(w, string(text))
+			io.WriteString(w, ans.body)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -318,10 +347,12 @@ func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
 func (s *Server) authorize(r *http.Request, allowed map[Role]bool) (*Claims, error) {
 	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if !ok || raw == "" {
+		s.signal(r, KindAuthenticationFailed, authFailure(errNoToken), nil)
 		return nil, errUnauthorized
 	}
 	c, err := s.cfg.Tokens.Verify(raw)
 	if err != nil {
+		s.signal(r, KindAuthenticationFailed, authFailure(err), nil)
 		return nil, errUnauthorized
 	}
 	id, err := c.identity()
@@ -332,12 +363,25 @@ func (s *Server) authorize(r *http.Request, allowed map[Role]bool) (*Claims, err
 		return nil, errRateLimited
 	}
 	if !allowed[c.Role] {
+		s.signal(r, KindForbidden, "role "+string(c.Role)+" may not use this endpoint", c)
 		return nil, &domain.Error{Code: domain.CodeForbidden, Message: "role " + string(c.Role) + " may not do this"}
 	}
 	if c.Role == RolePlayer && r.PathValue("player") != c.Player {
+		s.signal(r, KindForbidden, "a player names another player", c)
 		return nil, &domain.Error{Code: domain.CodeForbidden, Message: "a player acts only on their own account"}
 	}
 	return c, nil
+}
+
+// actor is who a command of the request's token is recorded as given by.
+// A token of the operator's staff without a subject gives no command:
+// forbidden (recorded), since every command records who gave it.
+func (s *Server) actor(r *http.Request, c *Claims) (*domain.Actor, error) {
+	if a := c.Actor(); a != nil {
+		return a, nil
+	}
+	s.signal(r, KindForbidden, "a command from a token without subject", c)
+	return nil, &domain.Error{Code: domain.CodeForbidden, Message: "this token names no subject, and every command records who gave it: mint one with tresor token --subject"}
 }
 
 // limiter returns the rate limiter of a token's identity (Claims.identity).
@@ -390,6 +434,7 @@ var statusOf = map[domain.Code]int{
 	domain.CodeInsufficientFunds: http.StatusUnprocessableEntity,
 	domain.CodeLimitExceeded:     http.StatusUnprocessableEntity,
 	domain.CodeSelfExcluded:      http.StatusForbidden,
+	domain.CodeBanned:            http.StatusForbidden,
 	domain.CodeNotFound:          http.StatusNotFound,
 	domain.CodeConflict:          http.StatusConflict,
 	domain.CodeNoOpenBlock:       http.StatusConflict,

@@ -20,9 +20,23 @@ import (
 type accountRequest struct {
 	WeeklyDepositLimit *string `json:"weekly_deposit_limit"`
 	WeeklyStakeLimit   *string `json:"weekly_stake_limit"`
-	// SelfExcluded true excludes the player; false asks to lift an
-	// exclusion (refused); absent leaves it as it is.
-	SelfExcluded *bool `json:"self_excluded"`
+	// Limits sets limits of any period the settings offer.
+	Limits []limitRequest `json:"limits"`
+	// SelfExcluded true excludes the player for good; false asks to lift
+	// an exclusion (refused while one is in force); absent leaves it as it
+	// is. SelfExcludedUntil (RFC 3339) excludes the player until then.
+	SelfExcluded      *bool   `json:"self_excluded"`
+	SelfExcludedUntil *string `json:"self_excluded_until"`
+	// Reason says why: required for an exclusion recorded by the
+	// operator.
+	Reason *string `json:"reason"`
+}
+
+// limitRequest is one limit of an accountRequest.
+type limitRequest struct {
+	Kind       domain.LimitKind `json:"kind"`
+	PeriodDays int              `json:"period_days"`
+	Amount     string           `json:"amount"`
 }
 
 // accountJSON is an account as the API shows it.
@@ -39,6 +53,14 @@ type accountJSON struct {
 	WeeklyStakeLimit   *limitJSON    `json:"weekly_stake_limit"`
 	OpenedAt           time.Time     `json:"opened_at"`
 	Seq                uint64        `json:"seq"`
+	// SelfExcludedUntil is the end of a self-exclusion term in force
+	// (absent when none is).
+	SelfExcludedUntil *time.Time `json:"self_excluded_until,omitempty"`
+	// Limits lists every limit set, by kind and period (the weekly ones
+	// too).
+	Limits []periodLimitJSON `json:"limits"`
+	// Bans are the bans in force.
+	Bans []projections.Ban `json:"bans"`
 	// BalanceAfter is, in a deposit's or a withdrawal's answer, the balance
 	// right after that movement: the same on every retry, whatever moved
 	// the account since.
@@ -63,13 +85,31 @@ func limitView(l *projections.Limit, now time.Time) *limitJSON {
 	return v
 }
 
+// periodLimitJSON is a limit of any period.
+type periodLimitJSON struct {
+	Kind       domain.LimitKind `json:"kind"`
+	PeriodDays int              `json:"period_days"`
+	limitJSON
+}
+
 func accountView(a projections.Account) accountJSON {
 	now := time.Now()
-	return accountJSON{
+	v := accountJSON{
 		Player: a.Player, Balance: a.Balance, Deposited: a.Deposited, Withdrawn: a.Withdrawn, Staked: a.Staked, Won: a.Won,
 		Plays: a.Plays, SelfExcluded: a.SelfExcluded, OpenedAt: a.OpenedAt, Seq: a.LastSeq,
 		WeeklyDepositLimit: limitView(a.DepositLimit, now), WeeklyStakeLimit: limitView(a.StakeLimit, now),
+		Limits: []periodLimitJSON{}, Bans: a.Bans,
 	}
+	if v.Bans == nil {
+		v.Bans = []projections.Ban{}
+	}
+	if a.SelfExcludedUntil != nil && now.Before(*a.SelfExcludedUntil) {
+		v.SelfExcludedUntil = a.SelfExcludedUntil
+	}
+	for _, l := range a.Limits {
+		v.Limits = append(v.Limits, periodLimitJSON{Kind: l.Kind, PeriodDays: l.PeriodDays, limitJSON: *limitView(&l.Limit, now)})
+	}
+	return v
 }
 
 // readAccount waits for seq and reads the account.
@@ -92,7 +132,7 @@ func (s *Server) accountAt(r *http.Request, p string, seq uint64) (accountJSON, 
 	return accountView(a), nil
 }
 
-func (s *Server) configure(r *http.Request, _ *Claims) (int, any, error) {
+func (s *Server) configure(r *http.Request, c *Claims) (int, any, error) {
 	p, err := player(r)
 	if err != nil {
 		return 0, nil, err
@@ -101,9 +141,33 @@ func (s *Server) configure(r *http.Request, _ *Claims) (int, any, error) {
 	if err := decode(r, &req); err != nil {
 		return 0, nil, err
 	}
-	cmd := domain.ConfigureAccount{Player: p}
+	by, err := s.actor(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	cmd := domain.ConfigureAccount{Player: p, By: by}
+	if req.Reason != nil {
+		cmd.Reason = *req.Reason
+	}
 	if req.SelfExcluded != nil {
 		cmd.SelfExcluded, cmd.LiftSelfExclusion = *req.SelfExcluded, !*req.SelfExcluded
+	}
+	if req.SelfExcludedUntil != nil {
+		until, err := time.Parse(time.RFC3339Nano, *req.SelfExcludedUntil)
+		if err != nil {
+			return 0, nil, invalidf("self_excluded_until %.64q: want an RFC 3339 time", *req.SelfExcludedUntil)
+		}
+		cmd.SelfExcludedUntil = &until
+	}
+	if len(req.Limits) > domain.LimitSettingsMax {
+		return 0, nil, invalidf("limits: %d given, at most %d", len(req.Limits), domain.LimitSettingsMax)
+	}
+	for i, l := range req.Limits {
+		a, err := amount(fmt.Sprintf("limits[%d].amount", i), l.Amount)
+		if err != nil {
+			return 0, nil, err
+		}
+		cmd.Limits = append(cmd.Limits, domain.LimitSetting{Kind: l.Kind, PeriodDays: l.PeriodDays, Amount: a})
 	}
 	for _, l := range []struct {
 		name string
@@ -132,8 +196,12 @@ type moneyRequest struct {
 }
 
 // money runs a deposit or a withdrawal built by mk.
-func (s *Server) money(r *http.Request, mk func(player string, a domain.Amount, key string) domain.Command) (int, any, error) {
+func (s *Server) money(r *http.Request, c *Claims, mk func(player string, a domain.Amount, key string, by *domain.Actor) domain.Command) (int, any, error) {
 	p, err := player(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	by, err := s.actor(r, c)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -149,7 +217,7 @@ func (s *Server) money(r *http.Request, mk func(player string, a domain.Amount, 
 	if err != nil {
 		return 0, nil, err
 	}
-	res, err := s.execute(r.Context(), mk(p, a, key))
+	res, err := s.execute(r.Context(), mk(p, a, key, by))
 	if err != nil {
 		return 0, nil, err
 	}
@@ -179,15 +247,15 @@ func balanceAfter(res settlement.Result) domain.Amount {
 	return 0
 }
 
-func (s *Server) deposit(r *http.Request, _ *Claims) (int, any, error) {
-	return s.money(r, func(p string, a domain.Amount, k string) domain.Command {
-		return domain.Deposit{Player: p, Amount: a, Key: k}
+func (s *Server) deposit(r *http.Request, c *Claims) (int, any, error) {
+	return s.money(r, c, func(p string, a domain.Amount, k string, by *domain.Actor) domain.Command {
+		return domain.Deposit{Player: p, Amount: a, Key: k, By: by}
 	})
 }
 
-func (s *Server) withdraw(r *http.Request, _ *Claims) (int, any, error) {
-	return s.money(r, func(p string, a domain.Amount, k string) domain.Command {
-		return domain.Withdraw{Player: p, Amount: a, Key: k}
+func (s *Server) withdraw(r *http.Request, c *Claims) (int, any, error) {
+	return s.money(r, c, func(p string, a domain.Amount, k string, by *domain.Actor) domain.Command {
+		return domain.Withdraw{Player: p, Amount: a, Key: k, By: by}
 	})
 }
 
@@ -199,6 +267,9 @@ func (s *Server) account(r *http.Request, _ *Claims) (int, any, error) {
 	seq, err := s.minSeq(r)
 	if err != nil {
 		return 0, nil, err
+	}
+	if at := r.URL.Query().Get("at"); at != "" {
+		return s.balanceAt(r, p, at, seq)
 	}
 	return s.readAccount(r, p, seq)
 }
@@ -607,9 +678,13 @@ type emissionJSON struct {
 	Seq        uint64        `json:"seq"`
 }
 
-func (s *Server) emission(r *http.Request, _ *Claims) (int, any, error) {
+func (s *Server) emission(r *http.Request, c *Claims) (int, any, error) {
 	var req emissionRequest
 	if err := decode(r, &req); err != nil {
+		return 0, nil, err
+	}
+	by, err := s.actor(r, c)
+	if err != nil {
 		return 0, nil, err
 	}
 	price, err := amount("price", req.Price)
@@ -627,7 +702,7 @@ func (s *Server) emission(r *http.Request, _ *Claims) (int, any, error) {
 			return 0, nil, err
 		}
 	}
-	res, err := s.execute(r.Context(), domain.CreateEmission{Price: price, Blocks: req.Blocks, Key: key})
+	res, err := s.execute(r.Context(), domain.CreateEmission{Price: price, Blocks: req.Blocks, Key: key, By: by})
 	if err != nil {
 		return 0, nil, err
 	}
@@ -653,16 +728,26 @@ func (s *Server) emission(r *http.Request, _ *Claims) (int, any, error) {
 	return status, out, nil
 }
 
-func (s *Server) closeBlock(r *http.Request, _ *Claims) (int, any, error) {
+// closeRequest is POST /v1/blocks/{block}/close's optional body: why, which
+// closing a block early (before it sold out) requires.
+type closeRequest struct {
+	Reason string `json:"reason"`
+}
+
+func (s *Server) closeBlock(r *http.Request, c *Claims) (int, any, error) {
 	id := r.PathValue("block")
 	if !domain.ValidID(id) {
 		return 0, nil, invalidf("block id %q is not valid", id)
 	}
-	var empty struct{}
-	if err := decodeOptional(r, &empty); err != nil {
+	var req closeRequest
+	if err := decodeOptional(r, &req); err != nil {
 		return 0, nil, err
 	}
-	res, err := s.execute(r.Context(), domain.CloseBlock{Block: id})
+	by, err := s.actor(r, c)
+	if err != nil {
+		return 0, nil, err
+	}
+	res, err := s.execute(r.Context(), domain.CloseBlock{Block: id, By: by, Reason: req.Reason})
 	if err != nil {
 		return 0, nil, err
 	}

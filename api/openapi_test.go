@@ -67,8 +67,8 @@ func TestOpenAPIParameterPatternsMatchTheServer(t *testing.T) {
 	for _, m := range param.FindAllStringSubmatch(string(doc), -1) {
 		patterns[m[1]] = regexp.MustCompile(m[3])
 	}
-	if n := strings.Count(string(doc), "in: path"); n != 3 {
-		t.Errorf("%d path parameters, want player, play and block, each declared once", n)
+	if n := strings.Count(string(doc), "in: path"); n != 4 {
+		t.Errorf("%d path parameters, want player, play, block and ban, each declared once", n)
 	}
 
 	rules, err := domain.DefaultRules()
@@ -93,6 +93,7 @@ func TestOpenAPIParameterPatternsMatchTheServer(t *testing.T) {
 		"player":   func(id string) (string, string) { return "/v1/players/" + url.PathEscape(id) + "/plays/last", op },
 		"play":     func(id string) (string, string) { return "/v1/players/p-1/plays/" + url.PathEscape(id), op },
 		"block":    func(id string) (string, string) { return "/v1/blocks/" + url.PathEscape(id), op },
+		"ban":      func(id string) (string, string) { return "/v1/players/p-1/bans/" + url.PathEscape(id), op },
 		"emission": func(id string) (string, string) { return "/v1/reconciliation?emission=" + url.QueryEscape(id), fin },
 		"after":    func(id string) (string, string) { return "/v1/blocks?after=" + url.QueryEscape(id), op },
 	}

@@ -37,7 +37,11 @@ const TokenTTLMax = 30 * 24 * time.Hour
 const issuer = "tresor"
 
 // Claims is what a token carries: a role, the player id for a player, and
-// the registered claims (expiry).
+// the registered claims: expiry, and the subject (sub), who the token was
+// minted for. A player's subject is the player id; an operator's,
+// finance's or regulator's names the person or service, and every command
+// it gives records it (domain.Actor). Tokens minted before subjects existed
+// have none: they may still read, but give no command.
 type Claims struct {
 	Role   Role   `json:"role"`
 	Player string `json:"player,omitempty"`
@@ -55,8 +59,19 @@ func NewTokens(key []byte) (*Tokens, error) {
 	return &Tokens{key: key}, nil
 }
 
-// Mint signs a token for role (and player, for a player) valid for ttl.
+// Mint signs a token for role (and player, for a player) valid for ttl. A
+// player's subject is the player id; a token of another role minted here
+// has none, so it may read but gives no command: MintFor names it.
 func (t *Tokens) Mint(role Role, player string, ttl time.Duration, now time.Time) (string, error) {
+	return t.MintFor(role, player, player, ttl, now)
+}
+
+// MintFor signs a token for role, naming its subject (who it is for: a
+// player's is their player id, "" defaults to it), valid for ttl.
+func (t *Tokens) MintFor(role Role, subject, player string, ttl time.Duration, now time.Time) (string, error) {
+	if role == RolePlayer && subject == "" {
+		subject = player
+	}
 	switch {
 	case !ValidRole(role):
 		return "", fmt.Errorf("role %q: want player, operator, finance or regulator", role)
@@ -64,11 +79,15 @@ func (t *Tokens) Mint(role Role, player string, ttl time.Duration, now time.Time
 		return "", fmt.Errorf("player %q: a player token needs a valid player id", player)
 	case role != RolePlayer && player != "":
 		return "", errors.New("only a player token carries a player id")
+	case role == RolePlayer && subject != player:
+		return "", fmt.Errorf("subject %q: a player token's subject is its player id %q", subject, player)
+	case subject != "" && !domain.ValidSubject(subject):
+		return "", fmt.Errorf("subject %.80q: want 1 to 128 of letters, digits, '_', '.', '@', '+' or '-', starting with a letter or digit", subject)
 	case ttl <= 0 || ttl > TokenTTLMax:
 		return "", fmt.Errorf("ttl %s: want more than 0 and at most %s", ttl, TokenTTLMax)
 	}
 	c := Claims{Role: role, Player: player, RegisteredClaims: jwt.RegisteredClaims{
-		Issuer: issuer, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+		Issuer: issuer, Subject: subject, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
 	}}
 	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(t.key)
 	if err != nil {
@@ -87,9 +106,32 @@ func (t *Tokens) Verify(raw string) (*Claims, error) {
 		return nil, fmt.Errorf("verify token: %w", err)
 	}
 	if !ValidRole(c.Role) || (c.Role == RolePlayer) != (c.Player != "") {
-		return nil, errors.New("verify token: role and player do not agree")
+		return nil, errRoleAndPlayer
+	}
+	if c.Subject != "" && (!domain.ValidSubject(c.Subject) || (c.Role == RolePlayer && c.Subject != c.Player)) {
+		return nil, errBadSubject
 	}
 	return &c, nil
+}
+
+// Reasons a verified signature is still refused.
+var (
+	errRoleAndPlayer = errors.New("verify token: role and player do not agree")
+	errBadSubject    = errors.New("verify token: malformed subject, or a player's subject other than the player")
+)
+
+// Actor is who the token's commands are recorded as given by: its role and
+// subject (a player's id when it names none); nil for a token of another
+// role without a subject.
+func (c *Claims) Actor() *domain.Actor {
+	subject := c.Subject
+	if subject == "" && c.Role == RolePlayer {
+		subject = c.Player
+	}
+	if subject == "" {
+		return nil
+	}
+	return &domain.Actor{Role: string(c.Role), Subject: subject}
 }
 
 // identity is what a token is known by, for its rate limit: its verified

@@ -44,6 +44,9 @@ type Report struct {
 	// ElapsedSeconds covers the audit from New to Finish.
 	ElapsedSeconds  float64 `json:"elapsed_seconds"`   // float-ok: a duration, not money
 	EventsPerSecond float64 `json:"events_per_second"` // float-ok: a rate, not money
+	// Controls counts the responsible-gaming controls re-derived from the
+	// stream (limit changes, self-exclusions, bans, settings).
+	Controls ControlCounts `json:"controls"`
 	// ReadModelsCompared is true when the operator's read models were
 	// compared with the replay's (CompareReadModels).
 	ReadModelsCompared bool `json:"read_models_compared"`
@@ -79,7 +82,7 @@ func (a *Auditor) report() *Report {
 		Unanchored: s.unchecked + a.verifier.Stats().Skipped, Plays: s.plays, PlaysSettled: s.settled,
 		Deposits: s.books.Deposits, Withdrawals: s.books.Withdrawals, Stakes: s.books.Stakes, Prizes: s.books.Prizes,
 		ElapsedSeconds: elapsed.Seconds(), EventsPerSecond: float64(s.events) / max(elapsed.Seconds(), 1e-9),
-		ReadModelsCompared: a.compared, Prices: []PriceTotals{},
+		ReadModelsCompared: a.compared, Prices: []PriceTotals{}, Controls: s.ctl.counts,
 	}
 	for id := range s.accounts {
 		r.PlayersBalance += s.books.Balances[domain.PlayerAccount(id)]

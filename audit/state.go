@@ -36,6 +36,8 @@ type state struct {
 	// sealedAt is, per chain, the position of its last valid seal (from a
 	// seal, the starting one), and head its last position.
 	sealedAt, head map[string]uint64
+	// ctl re-derives the responsible-gaming controls.
+	ctl *controlState
 }
 
 type account struct {
@@ -103,7 +105,7 @@ func newState(a *Auditor, partial bool) *state {
 		accounts: map[string]*account{}, emissions: map[string]*emission{}, blocks: map[string]*block{},
 		open: map[domain.Amount]*block{}, books: domain.NewBooks(),
 		throws: map[playKey]*[domain.ThrowCount]domain.ThrowResult{}, prices: map[domain.Amount]*PriceTotals{},
-		sealedAt: map[string]uint64{}, head: map[string]uint64{},
+		sealedAt: map[string]uint64{}, head: map[string]uint64{}, ctl: newControlState(partial),
 	}
 }
 
@@ -150,6 +152,7 @@ func (s *state) apply(ev *eventstore.RecordedEvent, d *decoded) {
 		return
 	}
 	seq := ev.Sequence
+	s.control(ev, d.event)
 	switch e := d.event.(type) {
 	case *domain.AccountOpened:
 		if s.accounts[e.Player] != nil {
@@ -160,6 +163,12 @@ func (s *state) apply(ev *eventstore.RecordedEvent, d *decoded) {
 	case *domain.LimitChanged:
 		s.known(seq, e.Player)
 	case *domain.SelfExcluded:
+		s.known(seq, e.Player)
+	case *domain.SelfExcludedUntil:
+		s.known(seq, e.Player)
+	case *domain.PlayerBanned:
+		s.known(seq, e.Player)
+	case *domain.BanLifted:
 		s.known(seq, e.Player)
 	case *domain.FundsDeposited:
 		s.money(seq, e, e.Player, e.Amount, e.Balance)

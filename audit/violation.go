@@ -110,6 +110,34 @@ const (
 	CodeBooksUnbalanced Code = "books_unbalanced"
 )
 
+// Responsible-gaming controls, re-derived from the events (settings,
+// limits, self-exclusions, bans) and the movements they govern.
+const (
+	// CodeExclusionBreached: a deposit or a stake accepted while its
+	// player was self-excluded (for good, or within a term) or banned.
+	CodeExclusionBreached Code = "exclusion_breached"
+	// CodeLimitBreached: a deposit or a stake accepted above a limit in
+	// force over its period, or before any limit of its kind when the
+	// settings require one.
+	CodeLimitBreached Code = "limit_breached"
+	// CodeLimitChangeInvalid: a raise effective before the settings'
+	// delay, a lowering or first limit not effective at once, or a new
+	// limit of a period the settings do not offer.
+	CodeLimitChangeInvalid Code = "limit_change_invalid"
+	// CodeExclusionInvalid: a self-exclusion term that shortens the one in
+	// force, or ends outside the settings' range.
+	CodeExclusionInvalid Code = "exclusion_invalid"
+	// CodeBanInvalid: a ban id recorded twice, a lifting of a ban not in
+	// force, or a ban or lifting without its decision's reference and a
+	// reason.
+	CodeBanInvalid Code = "ban_invalid"
+	// CodeReasonMissing: an exceptional action of the operator's staff (a
+	// block closed early, an exclusion recorded) without a reason.
+	CodeReasonMissing Code = "reason_missing"
+	// CodeSettingsInvalid: a SettingsAdopted outside the settings' bounds.
+	CodeSettingsInvalid Code = "settings_invalid"
+)
+
 // Read models.
 const (
 	// CodeProjectionMismatch: a PostgreSQL read-model row differs from the

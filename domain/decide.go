@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Command is a request to the write side. Decide checks it against the
@@ -15,30 +18,76 @@ import (
 type Command interface{ command() }
 
 // ConfigureAccount opens a player's account if it does not exist and applies
-// the settings given: weekly limits (nil leaves one unchanged) and
-// self-exclusion. SelfExcluded excludes the player; LiftSelfExclusion asks
-// for an exclusion to be lifted, which Tresor refuses. Neither set leaves the
-// exclusion as it is, so that a limit can be lowered on an excluded account.
+// the settings given: limits (nil or absent leaves one unchanged) and
+// self-exclusion. DepositLimit and StakeLimit are the weekly (7-day) limits;
+// Limits sets limits of any period the settings offer. SelfExcluded
+// excludes the player for good, SelfExcludedUntil until a time (a term is
+// extended, never shortened); LiftSelfExclusion asks for an exclusion to be
+// lifted, which Tresor refuses while one is in force. None of them set
+// leaves the exclusion as it is, so that a limit can be lowered on an
+// excluded account. By is who asks: a player acts on their own account only
+// and opens none; an exclusion asked by the operator's staff needs a
+// Reason.
 type ConfigureAccount struct {
 	Player            string
 	DepositLimit      *Amount
 	StakeLimit        *Amount
+	Limits            []LimitSetting
 	SelfExcluded      bool
+	SelfExcludedUntil *time.Time
 	LiftSelfExclusion bool
+	By                *Actor
+	Reason            string
 }
 
-// Deposit pays money into an account; Key makes retries safe.
+// LimitSetting is one limit a ConfigureAccount sets: a kind, a period the
+// settings offer and an amount.
+type LimitSetting struct {
+	Kind       LimitKind
+	PeriodDays int
+	Amount     Amount
+}
+
+// LimitSettingsMax bounds the limits one ConfigureAccount sets.
+const LimitSettingsMax = 2 * LimitPeriodsMax
+
+// Deposit pays money into an account; Key makes retries safe. By is who
+// records it.
 type Deposit struct {
 	Player string
 	Amount Amount
 	Key    string
+	By     *Actor
 }
 
-// Withdraw pays money out of an account; Key makes retries safe.
+// Withdraw pays money out of an account; Key makes retries safe. By is who
+// records it.
 type Withdraw struct {
 	Player string
 	Amount Amount
 	Key    string
+	By     *Actor
+}
+
+// BanPlayer records a ban of a player decided outside Tresor: Reference
+// names the decision, Reason says why. Asked again with a reference in
+// force, it answers that ban and records nothing.
+type BanPlayer struct {
+	Player, Reference, Reason string
+	By                        *Actor
+}
+
+// LiftBan ends a ban in force, by the decision Reference names. Lifting a
+// ban already lifted answers it and records nothing.
+type LiftBan struct {
+	Player, Ban, Reference, Reason string
+	By                             *Actor
+}
+
+// AdoptSettings records the jurisdiction settings later decisions are made
+// under; the settings in force already record nothing.
+type AdoptSettings struct {
+	Settings Settings
 }
 
 // CreateEmission creates an emission of Blocks blocks at Price and opens its
@@ -50,6 +99,7 @@ type CreateEmission struct {
 	Blocks int
 	Key    string
 	First  *PreparedBlock
+	By     *Actor
 }
 
 // PlaceStake is the player's « Jouer » (Article 4.2): debit the stake and
@@ -76,10 +126,14 @@ type CompletePlay struct{ Play string }
 
 // CloseBlock ends a block and reveals its seed. An open block is taken off
 // sale; plays still in progress on it must settle first. Closing a closed
-// block records nothing and is not an error, so that a retry is safe.
+// block records nothing and is not an error, so that a retry is safe. By is
+// who asks (nil for the writer's own close of a sold-out block); closing an
+// open block early needs a Reason.
 type CloseBlock struct {
-	Block string
-	Seed  Seed
+	Block  string
+	Seed   Seed
+	By     *Actor
+	Reason string
 }
 
 func (ConfigureAccount) command() {}
@@ -90,6 +144,9 @@ func (PlaceStake) command()       {}
 func (MakeThrow) command()        {}
 func (CompletePlay) command()     {}
 func (CloseBlock) command()       {}
+func (BanPlayer) command()        {}
+func (LiftBan) command()          {}
+func (AdoptSettings) command()    {}
 
 // Decision is what Decide returns for an accepted command: the events to
 // record, or, for a retry of a command already recorded (a remembered
@@ -135,6 +192,12 @@ func Decide(l *Ledger, now time.Time, c Command) (Decision, error) {
 		return l.completePlay(c)
 	case CloseBlock:
 		return l.closeBlock(c)
+	case BanPlayer:
+		return l.ban(c)
+	case LiftBan:
+		return l.liftBan(c)
+	case AdoptSettings:
+		return l.adoptSettings(c)
 	}
 	return Decision{}, refuse(CodeInvalidRequest, "unknown command %T", c)
 }
@@ -143,49 +206,218 @@ func (l *Ledger) configure(now time.Time, c ConfigureAccount) (Decision, error) 
 	if !ValidID(c.Player) {
 		return Decision{}, refuse(CodeInvalidRequest, "player id %q: want 1 to 64 letters, digits, '-' or '_'", c.Player)
 	}
+	if err := validActor(c.By); err != nil {
+		return Decision{}, err
+	}
+	if err := validText("reason", c.Reason, ReasonMax, false); err != nil {
+		return Decision{}, err
+	}
 	var evs []Event
 	a := l.Accounts[c.Player]
 	if a == nil {
-		evs = append(evs, &AccountOpened{Player: c.Player})
+		if c.By != nil && c.By.Role == RolePlayer {
+			return Decision{}, refuse(CodeNotFound, "no account for player %q: the operator opens it", c.Player)
+		}
+		evs = append(evs, &AccountOpened{Player: c.Player, By: c.By})
 	}
-	for _, lc := range []struct {
+	limits, err := l.limitChanges(now, a, c)
+	if err != nil {
+		return Decision{}, err
+	}
+	evs = append(evs, limits...)
+	excl, err := l.exclusionChanges(now, a, c)
+	if err != nil {
+		return Decision{}, err
+	}
+	return Decision{Events: append(evs, excl...)}, nil
+}
+
+// limitChanges decides the limits a ConfigureAccount sets: a first limit or
+// a lowering at once, a raise after the settings' delay. A limit's period
+// must be offered by the settings in force, but for lowering one set under
+// earlier settings: a player's protection never depends on the period
+// still being offered.
+func (l *Ledger) limitChanges(now time.Time, a *Account, c ConfigureAccount) ([]Event, error) {
+	asked := make([]LimitSetting, 0, 2+len(c.Limits))
+	for _, w := range []struct {
 		kind  LimitKind
 		value *Amount
 	}{{DepositLimit, c.DepositLimit}, {StakeLimit, c.StakeLimit}} {
-		if lc.value == nil {
-			continue
+		if w.value != nil {
+			asked = append(asked, LimitSetting{Kind: w.kind, PeriodDays: LegacyLimitPeriodDays, Amount: *w.value})
 		}
-		if *lc.value <= 0 || *lc.value > AmountMax {
-			return Decision{}, refuse(CodeInvalidRequest, "weekly %s limit %s: must be positive", lc.kind, *lc.value)
+	}
+	if len(c.Limits) > LimitSettingsMax {
+		return nil, refuse(CodeInvalidRequest, "%d limits in one request: at most %d", len(c.Limits), LimitSettingsMax)
+	}
+	asked = append(asked, c.Limits...)
+	seen := map[LimitKey]bool{}
+	var evs []Event
+	for _, ls := range asked {
+		key := LimitKey{ls.Kind, ls.PeriodDays}
+		name := periodName(ls.PeriodDays) + " " + string(ls.Kind) + " limit"
+		switch {
+		case ls.Kind != DepositLimit && ls.Kind != StakeLimit:
+			return nil, refuse(CodeInvalidRequest, "limit kind %q: want deposit or stake", ls.Kind)
+		case seen[key]:
+			return nil, refuse(CodeInvalidRequest, "the %s is given twice", name)
+		case ls.Amount <= 0 || ls.Amount > AmountMax:
+			return nil, refuse(CodeInvalidRequest, "%s %s: must be positive", name, ls.Amount)
 		}
+		seen[key] = true
 		var cur *Limit
 		if a != nil {
-			cur = a.Limits[lc.kind]
+			cur = a.Limits[key]
 		}
+		if !l.Settings.Offers(ls.PeriodDays) && (cur == nil || ls.Amount > cur.At(now)) {
+			return nil, refuse(CodeInvalidRequest, "limits over %d days are not offered (periods offered: %s)", ls.PeriodDays, l.periodList())
+		}
+		change := &LimitChanged{Player: c.Player, Kind: ls.Kind, Limit: ls.Amount, EffectiveAt: now, PeriodDays: ls.PeriodDays, By: c.By}
 		switch {
-		case cur == nil || *lc.value < cur.At(now):
-			evs = append(evs, &LimitChanged{Player: c.Player, Kind: lc.kind, Limit: *lc.value, EffectiveAt: now})
-		case *lc.value == cur.At(now) && !cur.pendingPresent:
-			// Unchanged: nothing to record.
-		case *lc.value == cur.At(now):
+		case cur == nil || ls.Amount < cur.At(now):
+		case ls.Amount == cur.At(now) && !cur.pendingPresent:
+			continue // unchanged: nothing to record
+		case ls.Amount == cur.At(now):
 			// Back to the limit in force: cancels the pending raise at once.
-			evs = append(evs, &LimitChanged{Player: c.Player, Kind: lc.kind, Limit: *lc.value, EffectiveAt: now})
-		case cur.pendingPresent && *lc.value == cur.Pending:
-			// The same raise again: it keeps its original date.
+		case cur.pendingPresent && ls.Amount == cur.Pending:
+			continue // the same raise again: it keeps its original date
 		default:
-			evs = append(evs, &LimitChanged{Player: c.Player, Kind: lc.kind, Limit: *lc.value, EffectiveAt: now.Add(LimitRaiseDelay)})
+			change.EffectiveAt = now.Add(l.Settings.RaiseDelay())
 		}
+		evs = append(evs, change)
 	}
-	if c.SelfExcluded && c.LiftSelfExclusion {
-		return Decision{}, refuse(CodeInvalidRequest, "a request cannot both set and lift a self-exclusion")
+	return evs, nil
+}
+
+// exclusionChanges decides the self-exclusions a ConfigureAccount asks for.
+func (l *Ledger) exclusionChanges(now time.Time, a *Account, c ConfigureAccount) ([]Event, error) {
+	asked := c.SelfExcluded || c.SelfExcludedUntil != nil
+	switch {
+	case asked && c.LiftSelfExclusion:
+		return nil, refuse(CodeInvalidRequest, "a request cannot both set and lift a self-exclusion")
+	case c.SelfExcluded && c.SelfExcludedUntil != nil:
+		return nil, refuse(CodeInvalidRequest, "a self-exclusion is for good or until a time, not both")
+	case asked && c.By.Staff() && c.Reason == "":
+		return nil, refuse(CodeInvalidRequest, "reason required: an exclusion recorded by the operator says why")
 	}
-	if c.LiftSelfExclusion && a != nil && a.SelfExcluded {
-		return Decision{}, refuse(CodeConflict, "player %s is self-excluded; Tresor does not lift a self-exclusion", c.Player)
+	if c.LiftSelfExclusion && a != nil {
+		switch {
+		case a.SelfExcluded:
+			return nil, refuse(CodeConflict, "player %s is self-excluded; Tresor does not lift a self-exclusion", c.Player)
+		case now.Before(a.ExcludedUntil):
+			return nil, refuse(CodeConflict, "player %s is self-excluded until %s; a term is never lifted before its end", c.Player, a.ExcludedUntil.Format(time.RFC3339))
+		}
 	}
 	if c.SelfExcluded && (a == nil || !a.SelfExcluded) {
-		evs = append(evs, &SelfExcluded{Player: c.Player})
+		return []Event{&SelfExcluded{Player: c.Player, By: c.By, Reason: c.Reason}}, nil
 	}
-	return Decision{Events: evs}, nil
+	if c.SelfExcludedUntil == nil {
+		return nil, nil
+	}
+	until := c.SelfExcludedUntil.UTC().Truncate(time.Microsecond)
+	earliest, latest := l.Settings.SelfExclusionRange(now)
+	switch {
+	case a != nil && a.SelfExcluded:
+		return nil, refuse(CodeConflict, "player %s is self-excluded for good: a term adds nothing", c.Player)
+	case until.Before(earliest) || until.After(latest):
+		return nil, refuse(CodeInvalidRequest, "self-exclusion until %s: want %d hours to %d months from now (%s to %s)", until.Format(time.RFC3339),
+			l.Settings.SelfExclusionMinHours, l.Settings.SelfExclusionMaxMonths, earliest.Format(time.RFC3339), latest.Format(time.RFC3339))
+	case a != nil && now.Before(a.ExcludedUntil) && until.Before(a.ExcludedUntil):
+		return nil, refuse(CodeConflict, "player %s is self-excluded until %s; a term is extended, never shortened", c.Player, a.ExcludedUntil.Format(time.RFC3339Nano))
+	case a != nil && until.Equal(a.ExcludedUntil):
+		return nil, nil // the same term again: nothing to record
+	}
+	return []Event{&SelfExcludedUntil{Player: c.Player, Until: until, By: c.By, Reason: c.Reason}}, nil
+}
+
+// periodName names a limit period for people: weekly, daily or N-day.
+func periodName(days int) string {
+	switch days {
+	case 1:
+		return "daily"
+	case 7:
+		return "weekly"
+	}
+	return strconv.Itoa(days) + "-day"
+}
+
+// periodList names the periods the settings offer, for messages.
+func (l *Ledger) periodList() string {
+	names := make([]string, len(l.Settings.LimitPeriodsDays))
+	for i, d := range l.Settings.LimitPeriodsDays {
+		names[i] = strconv.Itoa(d) + " days"
+	}
+	return strings.Join(names, ", ")
+}
+
+// Bounds of the free text a command carries.
+const (
+	// ReasonMax bounds a reason, in bytes.
+	ReasonMax = 500
+	// ReferenceMax bounds a decision's reference, in bytes.
+	ReferenceMax = 128
+)
+
+// validText checks free text a command carries: at most max bytes of
+// printable UTF-8 (no control character), required or not.
+func validText(what, s string, max int, required bool) error {
+	switch {
+	case s == "" && required:
+		return refuse(CodeInvalidRequest, "%s required", what)
+	case len(s) > max:
+		return refuse(CodeInvalidRequest, "%s of %d bytes: at most %d", what, len(s), max)
+	case !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return refuse(CodeInvalidRequest, "%s: want printable text, without control characters", what)
+	}
+	return nil
+}
+
+// refusal returns why a stake or a deposit of the account is refused at
+// now, whatever its amount: a self-exclusion (for good, or within its
+// term), then a ban. Nil when there is none.
+func (a *Account) refusal(now time.Time, what string) error {
+	switch {
+	case a.SelfExcluded:
+		return refuse(CodeSelfExcluded, "player %s is self-excluded: %s refused, withdrawals stay open", a.Player, what)
+	case now.Before(a.ExcludedUntil):
+		return refuse(CodeSelfExcluded, "player %s is self-excluded until %s: %s refused, withdrawals stay open", a.Player, a.ExcludedUntil.Format(time.RFC3339Nano), what)
+	case len(a.Bans) > 0:
+		refs := make([]string, 0, len(a.Bans))
+		for _, b := range a.Bans {
+			refs = append(refs, b.ID+" ("+b.Reference+")")
+		}
+		slices.Sort(refs)
+		return refuse(CodeBanned, "player %s is banned by %s: %s refused, withdrawals stay open", a.Player, strings.Join(refs, ", "), what)
+	}
+	return nil
+}
+
+// checkLimits refuses a movement of a kind that would take the sum of any
+// period above that period's limit in force, or that comes before a limit
+// the settings require.
+func (l *Ledger) checkLimits(a *Account, kind LimitKind, w *rolling, now time.Time, amount Amount, required bool) error {
+	var keys []LimitKey
+	for k := range a.Limits {
+		if k.Kind == kind {
+			keys = append(keys, k)
+		}
+	}
+	if len(keys) == 0 && required {
+		names := make([]string, len(l.Settings.LimitPeriodsDays))
+		for i, d := range l.Settings.LimitPeriodsDays {
+			names[i] = periodName(d)
+		}
+		return refuse(CodeLimitExceeded, "set a %s %s limit before the first %s", strings.Join(names, " or "), kind, kind)
+	}
+	slices.SortFunc(keys, func(x, y LimitKey) int { return x.Days - y.Days })
+	for _, k := range keys {
+		used, max := w.total(now, time.Duration(k.Days)*24*time.Hour), a.Limits[k].At(now)
+		if used+amount > max {
+			return refuse(CodeLimitExceeded, "%s of %s would bring the last %d days' %ss to %s, above the %s limit of %s",
+				kind, amount, k.Days, kind, used+amount, periodName(k.Days), max)
+		}
+	}
+	return nil
 }
 
 // replay checks a client key in its scope (the player and the kind of
@@ -233,17 +465,16 @@ func (l *Ledger) deposit(now time.Time, c Deposit) (Decision, error) {
 	if err := checkAmount("deposit", c.Amount); err != nil {
 		return Decision{}, err
 	}
-	if a.SelfExcluded {
-		return Decision{}, refuse(CodeSelfExcluded, "player %s is self-excluded: deposits are refused, withdrawals stay open", c.Player)
+	if err := validActor(c.By); err != nil {
+		return Decision{}, err
 	}
-	lim := a.Limits[DepositLimit]
-	if lim == nil {
-		return Decision{}, refuse(CodeLimitExceeded, "set a weekly deposit limit before the first deposit")
+	if err := a.refusal(now, "deposits are"); err != nil {
+		return Decision{}, err
 	}
-	if used, max := a.deposits.total(now), lim.At(now); used+c.Amount > max {
-		return Decision{}, refuse(CodeLimitExceeded, "deposit of %s would bring the last 7 days' deposits to %s, above the weekly limit of %s", c.Amount, used+c.Amount, max)
+	if err := l.checkLimits(a, DepositLimit, &a.deposits, now, c.Amount, l.Settings.DepositLimitRequired); err != nil {
+		return Decision{}, err
 	}
-	return Decision{Events: []Event{&FundsDeposited{Player: c.Player, Amount: c.Amount, Key: c.Key, Balance: a.Balance + c.Amount}}}, nil
+	return Decision{Events: []Event{&FundsDeposited{Player: c.Player, Amount: c.Amount, Key: c.Key, Balance: a.Balance + c.Amount, By: c.By}}}, nil
 }
 
 func (l *Ledger) withdraw(c Withdraw) (Decision, error) {
@@ -257,10 +488,13 @@ func (l *Ledger) withdraw(c Withdraw) (Decision, error) {
 	if err := checkAmount("withdrawal", c.Amount); err != nil {
 		return Decision{}, err
 	}
+	if err := validActor(c.By); err != nil {
+		return Decision{}, err
+	}
 	if c.Amount > a.Balance {
 		return Decision{}, refuse(CodeInsufficientFunds, "withdrawal of %s is more than the balance of %s", c.Amount, a.Balance)
 	}
-	return Decision{Events: []Event{&FundsWithdrawn{Player: c.Player, Amount: c.Amount, Key: c.Key, Balance: a.Balance - c.Amount}}}, nil
+	return Decision{Events: []Event{&FundsWithdrawn{Player: c.Player, Amount: c.Amount, Key: c.Key, Balance: a.Balance - c.Amount, By: c.By}}}, nil
 }
 
 func (l *Ledger) createEmission(c CreateEmission) (Decision, error) {
@@ -270,13 +504,16 @@ func (l *Ledger) createEmission(c CreateEmission) (Decision, error) {
 	if c.Blocks < 1 || c.Blocks > EmissionBlocksMax {
 		return Decision{}, refuse(CodeInvalidRequest, "an emission has 1 to %d blocks, not %d", EmissionBlocksMax, c.Blocks)
 	}
+	if err := validActor(c.By); err != nil {
+		return Decision{}, err
+	}
 	if c.Key != "" {
 		if r, err := l.replay("", KeyEmission, c.Key, emissionRequest(c.Price, c.Blocks)); err != nil || r != nil {
 			return Decision{Replay: r}, err
 		}
 	}
 	id := fmt.Sprintf("E%04d", len(l.emissionOrder)+1)
-	evs := []Event{&EmissionCreated{Emission: id, Price: c.Price, Blocks: c.Blocks, RulesVersion: l.Rules.Version, Key: c.Key}}
+	evs := []Event{&EmissionCreated{Emission: id, Price: c.Price, Blocks: c.Blocks, RulesVersion: l.Rules.Version, Key: c.Key, By: c.By}}
 	if l.OpenBlock(c.Price) == nil {
 		if c.First == nil {
 			return Decision{}, refuse(CodeInternal, "emission %s: no prepared block to open", id)
@@ -330,15 +567,11 @@ func (l *Ledger) placeStake(now time.Time, c PlaceStake) (Decision, error) {
 	if err != nil {
 		return Decision{}, refuse(CodeInvalidStake, "stake %s: %v", c.Stake, err)
 	}
-	if a.SelfExcluded {
-		return Decision{}, refuse(CodeSelfExcluded, "player %s is self-excluded", c.Player)
+	if err := a.refusal(now, "stakes are"); err != nil {
+		return Decision{}, err
 	}
-	lim := a.Limits[StakeLimit]
-	if lim == nil {
-		return Decision{}, refuse(CodeLimitExceeded, "set a weekly stake limit before the first stake")
-	}
-	if used, max := a.stakes.total(now), lim.At(now); used+c.Stake > max {
-		return Decision{}, refuse(CodeLimitExceeded, "stake of %s would bring the last 7 days' stakes to %s, above the weekly limit of %s", c.Stake, used+c.Stake, max)
+	if err := l.checkLimits(a, StakeLimit, &a.stakes, now, c.Stake, l.Settings.StakeLimitRequired); err != nil {
+		return Decision{}, err
 	}
 	if c.Stake > a.Balance {
 		return Decision{}, refuse(CodeInsufficientFunds, "stake of %s is more than the balance of %s", c.Stake, a.Balance)
@@ -477,17 +710,91 @@ func (l *Ledger) closeBlock(c CloseBlock) (Decision, error) {
 		// nothing to record, and the answer is the closed block.
 		return Decision{}, nil
 	}
+	if err := validActor(c.By); err != nil {
+		return Decision{}, err
+	}
+	if c.By != nil && b.State == BlockStateOpen && c.Reason == "" {
+		return Decision{}, refuse(CodeInvalidRequest, "reason required to close block %s early, before it sold out", b.ID)
+	}
+	if err := validText("reason", c.Reason, ReasonMax, false); err != nil {
+		return Decision{}, err
+	}
 	if b.InPlay > 0 {
 		return Decision{}, refuse(CodeConflict, "block %s has %d plays in progress; they settle first", b.ID, b.InPlay)
 	}
 	if c.Seed.Hash() != b.Commitment.SeedHash {
 		return Decision{}, refuse(CodeInternal, "block %s: the seed does not match the commitment", b.ID)
 	}
-	evs := []Event{&BlockClosed{Block: b.ID, Seed: c.Seed, Sold: b.Sold}}
+	evs := []Event{&BlockClosed{Block: b.ID, Seed: c.Seed, Sold: b.Sold, By: c.By, Reason: c.Reason}}
 	if b.State == BlockStateOpen {
 		if next := l.nextBlock(b.Price); next != nil {
 			evs = append(evs, next)
 		}
 	}
 	return Decision{Events: evs}, nil
+}
+
+// decisionOn checks what a ban or its lifting carries: the player's
+// account, who gives it, the decision's reference and the reason, all
+// required.
+func (l *Ledger) decisionOn(player string, by *Actor, reference, reason string) (*Account, error) {
+	a, err := l.liveAccount(player)
+	if err != nil {
+		return nil, err
+	}
+	if err := validActor(by); err != nil {
+		return nil, err
+	}
+	if err := validText("reference", reference, ReferenceMax, true); err != nil {
+		return nil, err
+	}
+	return a, validText("reason", reason, ReasonMax, true)
+}
+
+func (l *Ledger) ban(c BanPlayer) (Decision, error) {
+	a, err := l.decisionOn(c.Player, c.By, c.Reference, c.Reason)
+	if err != nil {
+		return Decision{}, err
+	}
+	for _, b := range a.Bans {
+		if b.Reference != c.Reference {
+			continue
+		}
+		if b.Reason != c.Reason {
+			return Decision{}, refuse(CodeConflict, "ban %s of player %s already records decision %q, with another reason", b.ID, c.Player, c.Reference)
+		}
+		// The same decision again (a retry): the ban it recorded.
+		return Decision{Replay: &KeyRecord{Ban: b.ID, At: b.At}}, nil
+	}
+	if len(a.Bans) >= BansActiveMax {
+		return Decision{}, refuse(CodeConflict, "player %s has %d bans in force, the most Tresor keeps", c.Player, len(a.Bans))
+	}
+	id := "B" + strconv.Itoa(a.bansIssued+1)
+	return Decision{Events: []Event{&PlayerBanned{Player: c.Player, Ban: id, Reference: c.Reference, Reason: c.Reason, By: c.By}}}, nil
+}
+
+func (l *Ledger) liftBan(c LiftBan) (Decision, error) {
+	a, err := l.decisionOn(c.Player, c.By, c.Reference, c.Reason)
+	if err != nil {
+		return Decision{}, err
+	}
+	if a.Bans[c.Ban] == nil {
+		n, err := strconv.Atoi(strings.TrimPrefix(c.Ban, "B"))
+		if !strings.HasPrefix(c.Ban, "B") || err != nil || n < 1 || n > a.bansIssued {
+			return Decision{}, refuse(CodeNotFound, "no ban %q of player %s", c.Ban, c.Player)
+		}
+		// Lifted already (a retry, or another decision): nothing to record.
+		return Decision{Replay: &KeyRecord{Ban: c.Ban}}, nil
+	}
+	return Decision{Events: []Event{&BanLifted{Player: c.Player, Ban: c.Ban, Reference: c.Reference, Reason: c.Reason, By: c.By}}}, nil
+}
+
+func (l *Ledger) adoptSettings(c AdoptSettings) (Decision, error) {
+	if err := c.Settings.Validate(); err != nil {
+		return Decision{}, refuse(CodeInvalidRequest, "%v", err)
+	}
+	if l.Settings.Equal(c.Settings) {
+		return Decision{}, nil
+	}
+	return Decision{Events: []Event{&SettingsAdopted{Settings: c.Settings.clone()}}}, nil
 }

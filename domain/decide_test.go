@@ -48,11 +48,18 @@ func prepared(tb testing.TB, r *RuleSet, price Amount, b byte) *PreparedBlock {
 	return &PreparedBlock{Seed: seed, SealedSeed: []byte("sealed"), Deck: BuildDeck(table.LotCounts(), seed)}
 }
 
-// world is a ledger under test with its clock.
+// world is a ledger under test with its clock, and the events it recorded.
 type world struct {
 	tb  testing.TB
 	l   *Ledger
 	now time.Time
+	log []recorded
+}
+
+// recorded is an event as the stream holds it: with its time.
+type recorded struct {
+	at time.Time
+	e  Event
 }
 
 func newWorld(tb testing.TB) *world {
@@ -69,6 +76,7 @@ func (w *world) do(c Command) (Decision, error) {
 		if err := w.l.Evolve(w.now, e); err != nil {
 			w.tb.Fatalf("evolve %s: %v", e.EventType(), err)
 		}
+		w.log = append(w.log, recorded{w.now, e})
 	}
 	return d, nil
 }
@@ -327,12 +335,12 @@ func TestLimitsLowerAtOnceRaiseAfter24Hours(t *testing.T) {
 	w := funded(t)
 	// when the stake limit is raised from 1 000 € to 2 000 €
 	w.given(ConfigureAccount{Player: "p1", StakeLimit: amt("2000")})
-	lim := w.l.Accounts["p1"].Limits[StakeLimit]
+	lim := w.l.Accounts["p1"].Limits[weeklyStake]
 	// then the old limit holds for 24 hours
-	if got := lim.At(w.now.Add(LimitRaiseDelay - time.Second)); got != 100000 {
+	if got := lim.At(w.now.Add(raiseDelay - time.Second)); got != 100000 {
 		t.Fatalf("limit before 24h: %s", got)
 	}
-	if got := lim.At(w.now.Add(LimitRaiseDelay)); got != 200000 {
+	if got := lim.At(w.now.Add(raiseDelay)); got != 200000 {
 		t.Fatalf("limit after 24h: %s", got)
 	}
 	// when it is lowered to 5 €, it applies at once and cancels the raise
@@ -347,7 +355,7 @@ func TestLimitsLowerAtOnceRaiseAfter24Hours(t *testing.T) {
 	if _, err := Decide(w.l, w.now, PlaceStake{Player: "p1", Stake: 100, Key: "s-late"}); !errors.Is(err, ErrLimitExceeded) {
 		t.Fatalf("sixth stake: %v", err)
 	}
-	w.now = w.now.Add(LimitWindow + time.Second)
+	w.now = w.now.Add(week + time.Second)
 	if _, err := Decide(w.l, w.now, PlaceStake{Player: "p1", Stake: 100, Key: "s-late"}); err != nil {
 		t.Fatalf("stake a week later: %v", err)
 	}
@@ -453,7 +461,7 @@ func TestSelfExclusionLeavesLimitsAndWithdrawalsOpen(t *testing.T) {
 	// a lowered limit, a repeated exclusion and a withdrawal are accepted
 	w.given(ConfigureAccount{Player: "p1", StakeLimit: amt("5")}, ConfigureAccount{Player: "p1", SelfExcluded: true},
 		Withdraw{Player: "p1", Amount: 100, Key: "w"})
-	if lim := w.l.Accounts["p1"].Limits[StakeLimit].At(w.now); lim != 500 || !w.l.Accounts["p1"].SelfExcluded {
+	if lim := w.l.Accounts["p1"].Limits[weeklyStake].At(w.now); lim != 500 || !w.l.Accounts["p1"].SelfExcluded {
 		t.Fatalf("limit %s, excluded %v", lim, w.l.Accounts["p1"].SelfExcluded)
 	}
 }
@@ -468,3 +476,11 @@ func TestClosingAClosedBlockRecordsNothing(t *testing.T) {
 		t.Fatalf("second close: %+v %v", d, err)
 	}
 }
+
+// weeklyStake names the weekly stake limit; raiseDelay and week are the
+// baseline settings' raise delay and period.
+var (
+	weeklyStake = LimitKey{StakeLimit, 7}
+	raiseDelay  = 24 * time.Hour
+	week        = 7 * 24 * time.Hour
+)

@@ -17,10 +17,12 @@ const (
 	CodeInsufficientFunds Code = "insufficient_funds"
 	CodeLimitExceeded     Code = "limit_exceeded"
 	CodeSelfExcluded      Code = "self_excluded"
-	CodeNotFound          Code = "not_found"
-	CodeConflict          Code = "conflict"
-	CodeNoOpenBlock       Code = "no_open_block"
-	CodePlayFinished      Code = "play_finished"
+	// CodeBanned refuses a stake or a deposit of a player under a ban.
+	CodeBanned       Code = "banned"
+	CodeNotFound     Code = "not_found"
+	CodeConflict     Code = "conflict"
+	CodeNoOpenBlock  Code = "no_open_block"
+	CodePlayFinished Code = "play_finished"
 	// CodeThrowOutOfTurn refuses a throw that names a later throw than the
 	// next one of its play.
 	CodeThrowOutOfTurn Code = "throw_out_of_turn"
@@ -57,6 +59,7 @@ var (
 	ErrInsufficientFunds = &Error{Code: CodeInsufficientFunds}
 	ErrLimitExceeded     = &Error{Code: CodeLimitExceeded}
 	ErrSelfExcluded      = &Error{Code: CodeSelfExcluded}
+	ErrBanned            = &Error{Code: CodeBanned}
 	ErrNotFound          = &Error{Code: CodeNotFound}
 	ErrConflict          = &Error{Code: CodeConflict}
 	ErrNoOpenBlock       = &Error{Code: CodeNoOpenBlock}

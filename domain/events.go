@@ -3,6 +3,7 @@ package domain
 import (
 	"encoding/json"
 	"fmt"
+	"regexp"
 	"time"
 )
 
@@ -35,15 +36,26 @@ const (
 	TypeThrowMade       = "ThrowMade"
 	TypePlaySettled     = "PlaySettled"
 	TypePrizePaid       = "PrizePaid"
+	// Responsible-gaming controls and the settings they run under.
+	TypeSelfExcludedUntil = "SelfExcludedUntil"
+	TypePlayerBanned      = "PlayerBanned"
+	TypeBanLifted         = "BanLifted"
+	TypeSettingsAdopted   = "SettingsAdopted"
 )
 
 // SchemaVersion is the current schema version of every domain event type.
 // A type whose payload changes shape gets its own entry and an upcaster.
+// Version 2 of AccountOpened, LimitChanged, SelfExcluded, FundsDeposited,
+// FundsWithdrawn and BlockClosed, and version 3 of EmissionCreated, add who
+// gave the command (by) and, where an action needs one, its reason;
+// LimitChanged 2 adds its period. Every older payload reads as the new one
+// without the fields (docs/events.md, "Schema versions").
 var SchemaVersion = map[string]int{
-	TypeAccountOpened: 1, TypeLimitChanged: 1, TypeSelfExcluded: 1,
-	TypeFundsDeposited: 1, TypeFundsWithdrawn: 1,
-	TypeEmissionCreated: 2, TypeBlockOpened: 1, TypeBlockExhausted: 1, TypeBlockClosed: 1,
+	TypeAccountOpened: 2, TypeLimitChanged: 2, TypeSelfExcluded: 2,
+	TypeFundsDeposited: 2, TypeFundsWithdrawn: 2,
+	TypeEmissionCreated: 3, TypeBlockOpened: 1, TypeBlockExhausted: 1, TypeBlockClosed: 2,
 	TypeStakePlaced: 1, TypeUnitAssigned: 1, TypeThrowMade: 1, TypePlaySettled: 1, TypePrizePaid: 1,
+	TypeSelfExcludedUntil: 1, TypePlayerBanned: 1, TypeBanLifted: 1, TypeSettingsAdopted: 1,
 }
 
 // DecodeEvent turns a stored payload of the given type back into its event.
@@ -79,6 +91,14 @@ func DecodeEvent(eventType string, payload []byte) (Event, error) {
 		e = &PlaySettled{}
 	case TypePrizePaid:
 		e = &PrizePaid{}
+	case TypeSelfExcludedUntil:
+		e = &SelfExcludedUntil{}
+	case TypePlayerBanned:
+		e = &PlayerBanned{}
+	case TypeBanLifted:
+		e = &BanLifted{}
+	case TypeSettingsAdopted:
+		e = &SettingsAdopted{}
 	default:
 		return nil, fmt.Errorf("decode event: unknown event type %q", eventType)
 	}
@@ -92,9 +112,55 @@ func DecodeEvent(eventType string, payload []byte) (Event, error) {
 func playerAggregate(player string) string { return "player." + player }
 func blockAggregate(block string) string   { return "block." + block }
 
-// AccountOpened records a new player account, with a zero balance.
+// Actor is who gave a command: the role and the subject of the token the
+// API verified. Events of operator, finance and regulator commands carry
+// it; the system's own commands (a play completed, a sold-out block
+// closed) carry none.
+type Actor struct {
+	Role    string `json:"role"`
+	Subject string `json:"subject"`
+}
+
+// Roles an Actor may have, as the API's tokens name them.
+const (
+	RolePlayer    = "player"
+	RoleOperator  = "operator"
+	RoleFinance   = "finance"
+	RoleRegulator = "regulator"
+)
+
+// subjectPattern bounds a token's subject: a person's or a service's login,
+// never free text.
+var subjectPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$`)
+
+// ValidSubject reports whether s can name who gave a command.
+func ValidSubject(s string) bool { return subjectPattern.MatchString(s) }
+
+// validActor checks an actor a command carries (nil: the system).
+func validActor(a *Actor) error {
+	if a == nil {
+		return nil
+	}
+	switch a.Role {
+	case RolePlayer, RoleOperator, RoleFinance, RoleRegulator:
+	default:
+		return refuse(CodeInvalidRequest, "actor role %q: want player, operator, finance or regulator", a.Role)
+	}
+	if !ValidSubject(a.Subject) {
+		return refuse(CodeInvalidRequest, "actor subject %.80q: want 1 to 128 of letters, digits, '_', '.', '@', '+' or '-'", a.Subject)
+	}
+	return nil
+}
+
+// Staff reports whether an actor acts for the operator (not the player,
+// not the system): what makes an exclusion "recorded by the operator".
+func (a *Actor) Staff() bool { return a != nil && a.Role != RolePlayer }
+
+// AccountOpened records a new player account, with a zero balance. By is
+// who opened it (schema 2).
 type AccountOpened struct {
 	Player string `json:"player"`
+	By     *Actor `json:"by,omitempty"`
 }
 
 // LimitKind names a responsible-gaming limit.
@@ -107,47 +173,106 @@ const (
 	StakeLimit   LimitKind = "stake"
 )
 
-// LimitChanged records a weekly limit set, lowered or raised. A lowering
-// takes effect at once (EffectiveAt is the event's time); a raise takes
-// effect 24 hours later, and until then the old limit holds.
+// LimitChanged records a limit over a rolling period set, lowered or
+// raised. A lowering takes effect at once (EffectiveAt is the event's
+// time); a raise takes effect after the settings' delay, and until then the
+// old limit holds. PeriodDays (schema 2) is the limit's period; a schema 1
+// event, which has none, is a weekly limit (Period).
 type LimitChanged struct {
 	Player      string    `json:"player"`
 	Kind        LimitKind `json:"kind"`
 	Limit       Amount    `json:"limit"`
 	EffectiveAt time.Time `json:"effective_at"`
+	PeriodDays  int       `json:"period_days,omitempty"`
+	By          *Actor    `json:"by,omitempty"`
 }
 
-// SelfExcluded records that a player excluded themselves from play: the
-// account can no longer stake. It is not reversed by Tresor.
+// Period returns the limit's period in days.
+func (e *LimitChanged) Period() int {
+	if e.PeriodDays == 0 {
+		return LegacyLimitPeriodDays
+	}
+	return e.PeriodDays
+}
+
+// SelfExcluded records that a player is excluded from play for good: the
+// account can no longer stake or deposit. It is not reversed by Tresor. By
+// and Reason (schema 2) say who recorded it and, for an exclusion recorded
+// by the operator, why.
 type SelfExcluded struct {
 	Player string `json:"player"`
+	By     *Actor `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// SelfExcludedUntil records a self-exclusion for a term: from the event's
+// time until Until, the account can neither stake nor deposit. A later one
+// only ever extends the term; the term ends by itself at Until.
+type SelfExcludedUntil struct {
+	Player string    `json:"player"`
+	Until  time.Time `json:"until"`
+	By     *Actor    `json:"by,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// PlayerBanned records a ban of a player by a decision outside Tresor (a
+// national or an operator's ban list): until it is lifted, the account can
+// neither stake nor deposit. Ban is its id among the player's bans;
+// Reference names the decision.
+type PlayerBanned struct {
+	Player    string `json:"player"`
+	Ban       string `json:"ban"`
+	Reference string `json:"reference"`
+	Reason    string `json:"reason"`
+	By        *Actor `json:"by,omitempty"`
+}
+
+// BanLifted records the end of a ban, by the decision Reference names.
+type BanLifted struct {
+	Player    string `json:"player"`
+	Ban       string `json:"ban"`
+	Reference string `json:"reference"`
+	Reason    string `json:"reason"`
+	By        *Actor `json:"by,omitempty"`
+}
+
+// SettingsAdopted records the jurisdiction settings every later decision
+// is made under, until the next one. A stream without one was decided
+// under BaselineSettings.
+type SettingsAdopted struct {
+	Settings
 }
 
 // FundsDeposited records money paid into a player's account.
+// By (schema 2) is who recorded it.
 type FundsDeposited struct {
 	Player  string `json:"player"`
 	Amount  Amount `json:"amount"`
 	Key     string `json:"idempotency_key"`
 	Balance Amount `json:"balance_after"`
+	By      *Actor `json:"by,omitempty"`
 }
 
-// FundsWithdrawn records money paid out of a player's account.
+// FundsWithdrawn records money paid out of a player's account. By (schema
+// 2) is who recorded it.
 type FundsWithdrawn struct {
 	Player  string `json:"player"`
 	Amount  Amount `json:"amount"`
 	Key     string `json:"idempotency_key"`
 	Balance Amount `json:"balance_after"`
+	By      *Actor `json:"by,omitempty"`
 }
 
 // EmissionCreated records an emission of Blocks blocks of one price. Key is
 // the operator's idempotency key (schema 2; absent in schema 1 and when the
-// request carried none).
+// request carried none). By (schema 3) is who created it.
 type EmissionCreated struct {
 	Emission     string `json:"emission"`
 	Price        Amount `json:"price"`
 	Blocks       int    `json:"blocks"`
 	RulesVersion string `json:"rules_version"`
 	Key          string `json:"idempotency_key,omitempty"`
+	By           *Actor `json:"by,omitempty"`
 }
 
 // BlockOpened puts a block on sale and publishes its commitment before any
@@ -169,11 +294,15 @@ type BlockExhausted struct {
 }
 
 // BlockClosed ends a block and reveals its seed, so that anyone can rebuild
-// the deck, check it against the commitment, and recompute every play.
+// the deck, check it against the commitment, and recompute every play. By
+// and Reason (schema 2) say who closed it and why: none when the writer
+// closed a sold-out block, a reason when an operator closed a block early.
 type BlockClosed struct {
-	Block string `json:"block"`
-	Seed  Seed   `json:"seed"`
-	Sold  int    `json:"sold"`
+	Block  string `json:"block"`
+	Seed   Seed   `json:"seed"`
+	Sold   int    `json:"sold"`
+	By     *Actor `json:"by,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // StakePlaced records a stake debited from a player's account for a new play
@@ -231,37 +360,45 @@ type PrizePaid struct {
 }
 
 // EventType implementations.
-func (*AccountOpened) EventType() string   { return TypeAccountOpened }
-func (*LimitChanged) EventType() string    { return TypeLimitChanged }
-func (*SelfExcluded) EventType() string    { return TypeSelfExcluded }
-func (*FundsDeposited) EventType() string  { return TypeFundsDeposited }
-func (*FundsWithdrawn) EventType() string  { return TypeFundsWithdrawn }
-func (*EmissionCreated) EventType() string { return TypeEmissionCreated }
-func (*BlockOpened) EventType() string     { return TypeBlockOpened }
-func (*BlockExhausted) EventType() string  { return TypeBlockExhausted }
-func (*BlockClosed) EventType() string     { return TypeBlockClosed }
-func (*StakePlaced) EventType() string     { return TypeStakePlaced }
-func (*UnitAssigned) EventType() string    { return TypeUnitAssigned }
-func (*ThrowMade) EventType() string       { return TypeThrowMade }
-func (*PlaySettled) EventType() string     { return TypePlaySettled }
-func (*PrizePaid) EventType() string       { return TypePrizePaid }
+func (*AccountOpened) EventType() string     { return TypeAccountOpened }
+func (*LimitChanged) EventType() string      { return TypeLimitChanged }
+func (*SelfExcluded) EventType() string      { return TypeSelfExcluded }
+func (*FundsDeposited) EventType() string    { return TypeFundsDeposited }
+func (*FundsWithdrawn) EventType() string    { return TypeFundsWithdrawn }
+func (*EmissionCreated) EventType() string   { return TypeEmissionCreated }
+func (*BlockOpened) EventType() string       { return TypeBlockOpened }
+func (*BlockExhausted) EventType() string    { return TypeBlockExhausted }
+func (*BlockClosed) EventType() string       { return TypeBlockClosed }
+func (*StakePlaced) EventType() string       { return TypeStakePlaced }
+func (*UnitAssigned) EventType() string      { return TypeUnitAssigned }
+func (*ThrowMade) EventType() string         { return TypeThrowMade }
+func (*PlaySettled) EventType() string       { return TypePlaySettled }
+func (*PrizePaid) EventType() string         { return TypePrizePaid }
+func (*SelfExcludedUntil) EventType() string { return TypeSelfExcludedUntil }
+func (*PlayerBanned) EventType() string      { return TypePlayerBanned }
+func (*BanLifted) EventType() string         { return TypeBanLifted }
+func (*SettingsAdopted) EventType() string   { return TypeSettingsAdopted }
 
 // AggregateID implementations: player facts on the player, block facts on
 // the block, emission facts on the emission.
-func (e *AccountOpened) AggregateID() string   { return playerAggregate(e.Player) }
-func (e *LimitChanged) AggregateID() string    { return playerAggregate(e.Player) }
-func (e *SelfExcluded) AggregateID() string    { return playerAggregate(e.Player) }
-func (e *FundsDeposited) AggregateID() string  { return playerAggregate(e.Player) }
-func (e *FundsWithdrawn) AggregateID() string  { return playerAggregate(e.Player) }
-func (e *EmissionCreated) AggregateID() string { return "emission." + e.Emission }
-func (e *BlockOpened) AggregateID() string     { return blockAggregate(e.Block) }
-func (e *BlockExhausted) AggregateID() string  { return blockAggregate(e.Block) }
-func (e *BlockClosed) AggregateID() string     { return blockAggregate(e.Block) }
-func (e *StakePlaced) AggregateID() string     { return playerAggregate(e.Player) }
-func (e *UnitAssigned) AggregateID() string    { return playerAggregate(e.Player) }
-func (e *ThrowMade) AggregateID() string       { return playerAggregate(e.Player) }
-func (e *PlaySettled) AggregateID() string     { return playerAggregate(e.Player) }
-func (e *PrizePaid) AggregateID() string       { return playerAggregate(e.Player) }
+func (e *AccountOpened) AggregateID() string     { return playerAggregate(e.Player) }
+func (e *LimitChanged) AggregateID() string      { return playerAggregate(e.Player) }
+func (e *SelfExcluded) AggregateID() string      { return playerAggregate(e.Player) }
+func (e *FundsDeposited) AggregateID() string    { return playerAggregate(e.Player) }
+func (e *FundsWithdrawn) AggregateID() string    { return playerAggregate(e.Player) }
+func (e *EmissionCreated) AggregateID() string   { return "emission." + e.Emission }
+func (e *BlockOpened) AggregateID() string       { return blockAggregate(e.Block) }
+func (e *BlockExhausted) AggregateID() string    { return blockAggregate(e.Block) }
+func (e *BlockClosed) AggregateID() string       { return blockAggregate(e.Block) }
+func (e *StakePlaced) AggregateID() string       { return playerAggregate(e.Player) }
+func (e *UnitAssigned) AggregateID() string      { return playerAggregate(e.Player) }
+func (e *ThrowMade) AggregateID() string         { return playerAggregate(e.Player) }
+func (e *PlaySettled) AggregateID() string       { return playerAggregate(e.Player) }
+func (e *PrizePaid) AggregateID() string         { return playerAggregate(e.Player) }
+func (e *SelfExcludedUntil) AggregateID() string { return playerAggregate(e.Player) }
+func (e *PlayerBanned) AggregateID() string      { return playerAggregate(e.Player) }
+func (e *BanLifted) AggregateID() string         { return playerAggregate(e.Player) }
+func (e *SettingsAdopted) AggregateID() string   { return "settings." + e.Version }
 
 // Posting is one movement of money in double entry: Amount leaves Debit's
 // side and reaches Credit's. Every posting is a debit and a credit of the

@@ -2,22 +2,23 @@ package domain
 
 import (
 	"fmt"
+	"sort"
 	"time"
 )
 
-// Window lengths of the write side's rules.
-const (
-	// LimitWindow is the rolling period of the weekly deposit and stake
-	// limits.
-	LimitWindow = 7 * 24 * time.Hour
-	// LimitRaiseDelay is how long a raised limit waits before it applies
-	// (French responsible-gaming rules); a lowered limit applies at once.
-	LimitRaiseDelay = 24 * time.Hour
-	// IdempotencyWindowDefault is how long a client key is remembered: a
-	// retry within it returns the first result. JetStream's own duplicate
-	// window (2 minutes) is far too short to be the system's idempotency.
-	IdempotencyWindowDefault = 48 * time.Hour
-)
+// IdempotencyWindowDefault is how long a client key is remembered: a retry
+// within it returns the first result. JetStream's own duplicate window (2
+// minutes) is far too short to be the system's idempotency.
+const IdempotencyWindowDefault = 48 * time.Hour
+
+// limitRetention is how far back the rolling sums of deposits and stakes
+// remember movements: the longest limit period any settings may offer,
+// whatever the settings in force, so that a settings change adding a longer
+// period sums exactly what a replay will.
+const limitRetention = LimitPeriodMaxDays * 24 * time.Hour
+
+// BansActiveMax bounds the bans in force on one player.
+const BansActiveMax = 64
 
 // Ledger is the write side's state: accounts, emissions, blocks, plays in
 // progress and remembered idempotency keys. Evolve is the only thing that
@@ -26,6 +27,9 @@ const (
 // sealed), so the writer attaches them with AttachDeck.
 type Ledger struct {
 	Rules *RuleSet
+	// Settings are the jurisdiction's settings in force: BaselineSettings
+	// until a SettingsAdopted replaces them.
+	Settings Settings
 	// IdempotencyWindow is how long client keys are remembered (at least
 	// 24 hours; IdempotencyWindowDefault when zero).
 	IdempotencyWindow time.Duration
@@ -54,12 +58,38 @@ type Ledger struct {
 
 // Account is a player's account as the write side knows it.
 type Account struct {
-	Player       string
-	Balance      Amount
-	Limits       map[LimitKind]*Limit
-	SelfExcluded bool
-	deposits     window
-	stakes       window
+	Player  string
+	Balance Amount
+	Limits  map[LimitKey]*Limit
+	// SelfExcluded is the permanent self-exclusion; ExcludedUntil the end
+	// of the latest self-exclusion term (zero: none ever).
+	SelfExcluded  bool
+	ExcludedUntil time.Time
+	// Bans holds the bans in force by id (nil before the first).
+	Bans map[string]*Ban
+	// bansIssued counts the bans ever recorded, to number the next.
+	bansIssued int
+	deposits   rolling
+	stakes     rolling
+}
+
+// LimitKey names one limit of an account: its kind and its period.
+type LimitKey struct {
+	Kind LimitKind
+	Days int
+}
+
+// Ban is a ban in force on a player.
+type Ban struct {
+	ID, Reference, Reason string
+	At                    time.Time
+	By                    *Actor
+}
+
+// SelfExcludedAt reports whether the player is self-excluded at now: for
+// good, or within a term (which ends exactly at its instant).
+func (a *Account) SelfExcludedAt(now time.Time) bool {
+	return a.SelfExcluded || now.Before(a.ExcludedUntil)
 }
 
 // Limit is one weekly limit: the amount in force and a pending raise.
@@ -79,48 +109,50 @@ func (l *Limit) At(t time.Time) Amount {
 	return l.Amount
 }
 
-// window is a rolling sum of amounts over LimitWindow.
-type window struct {
-	entries []timedAmount
-	sum     Amount
+// rolling remembers the movements of one kind (deposits or stakes) of the
+// last limitRetention, with their running total, so that the sum over any
+// period up to it is two binary searches away.
+type rolling struct {
+	// at holds the movements' times (Unix nanoseconds, non-decreasing) and
+	// cum the running total up to and including each.
+	at  []int64
+	cum []Amount
+	// base is the running total before the first movement kept.
+	base Amount
 }
 
-type timedAmount struct {
-	at     time.Time
-	amount Amount
-}
-
-// add records an amount at t and forgets what is older than the window.
-func (w *window) add(t time.Time, a Amount) {
-	w.prune(t)
-	w.entries = append(w.entries, timedAmount{t, a})
-	w.sum += a
-}
-
-// prune forgets the amounts recorded at or before t − LimitWindow.
-func (w *window) prune(t time.Time) {
-	cut := t.Add(-LimitWindow)
-	i := 0
-	for i < len(w.entries) && !w.entries[i].at.After(cut) {
-		w.sum -= w.entries[i].amount
-		i++
+// last returns the running total of every movement.
+func (w *rolling) last() Amount {
+	if n := len(w.cum); n > 0 {
+		return w.cum[n-1]
 	}
-	if i > 0 {
-		w.entries = append(w.entries[:0], w.entries[i:]...)
-	}
+	return w.base
 }
 
-// total returns the sum over the window ending at t.
-func (w *window) total(t time.Time) Amount {
-	cut := t.Add(-LimitWindow)
-	s := w.sum
-	for _, e := range w.entries {
-		if e.at.After(cut) {
-			break
-		}
-		s -= e.amount
+// before returns the running total of the movements at or before cut.
+func (w *rolling) before(cut int64) Amount {
+	i := sort.Search(len(w.at), func(i int) bool { return w.at[i] > cut })
+	if i == 0 {
+		return w.base
 	}
-	return s
+	return w.cum[i-1]
+}
+
+// add records an amount at t and forgets what is older than the retention.
+func (w *rolling) add(t time.Time, a Amount) {
+	cut := t.Add(-limitRetention).UnixNano()
+	if i := sort.Search(len(w.at), func(i int) bool { return w.at[i] > cut }); i > 0 {
+		w.base = w.cum[i-1]
+		w.at, w.cum = w.at[i:], w.cum[i:]
+	}
+	total := w.last() + a
+	w.at, w.cum = append(w.at, t.UnixNano()), append(w.cum, total)
+}
+
+// total returns the sum of the movements in the period ending at t:
+// recorded after t − period.
+func (w *rolling) total(t time.Time, period time.Duration) Amount {
+	return w.last() - w.before(t.Add(-period).UnixNano())
 }
 
 // Emission is a run of blocks of one price.
@@ -215,6 +247,8 @@ type KeyRecord struct {
 	OpenedBlock string
 	// Throw is the throw a retried throw request names (1 to ThrowCount).
 	Throw int
+	// Ban is the ban a retried ban or lift names.
+	Ban string
 }
 
 // KeyKind is the kind of command a client key belongs to: a key is scoped
@@ -252,6 +286,7 @@ type PreparedBlock struct {
 func NewLedger(rules *RuleSet) *Ledger {
 	return &Ledger{
 		Rules:     rules,
+		Settings:  BaselineSettings(),
 		Accounts:  map[string]*Account{},
 		Emissions: map[string]*Emission{},
 		Blocks:    map[string]*Block{},
@@ -350,7 +385,7 @@ func (l *Ledger) Evolve(at time.Time, e Event) error {
 	l.Now = at
 	switch e := e.(type) {
 	case *AccountOpened:
-		l.Accounts[e.Player] = &Account{Player: e.Player, Limits: map[LimitKind]*Limit{}}
+		l.Accounts[e.Player] = &Account{Player: e.Player, Limits: map[LimitKey]*Limit{}}
 		l.playerIdx[e.Player] = uint32(len(l.players))
 		l.players = append(l.players, e.Player)
 	case *LimitChanged:
@@ -358,10 +393,11 @@ func (l *Ledger) Evolve(at time.Time, e Event) error {
 		if err != nil {
 			return err
 		}
-		lim := a.Limits[e.Kind]
+		key := LimitKey{e.Kind, e.Period()}
+		lim := a.Limits[key]
 		switch {
 		case lim == nil:
-			a.Limits[e.Kind] = &Limit{Amount: e.Limit}
+			a.Limits[key] = &Limit{Amount: e.Limit}
 		case e.EffectiveAt.After(at):
 			lim.Amount = lim.At(at)
 			lim.Pending, lim.PendingFrom, lim.pendingPresent = e.Limit, e.EffectiveAt, true
@@ -374,6 +410,32 @@ func (l *Ledger) Evolve(at time.Time, e Event) error {
 			return err
 		}
 		a.SelfExcluded = true
+	case *SelfExcludedUntil:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		if e.Until.After(a.ExcludedUntil) {
+			a.ExcludedUntil = e.Until
+		}
+	case *PlayerBanned:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		if a.Bans == nil {
+			a.Bans = map[string]*Ban{}
+		}
+		a.Bans[e.Ban] = &Ban{ID: e.Ban, Reference: e.Reference, Reason: e.Reason, At: at, By: e.By}
+		a.bansIssued++
+	case *BanLifted:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		delete(a.Bans, e.Ban)
+	case *SettingsAdopted:
+		l.Settings = e.Settings.clone()
 	case *FundsDeposited:
 		a, err := l.account(e.Player)
 		if err != nil {

@@ -24,12 +24,25 @@ type Changes struct {
 	Blocks       []*BlockChange
 	Plays        []*PlayChange
 	Days         []*Day
+	CashDays     []*CashDay
+	// Bans are new bans (Ban.LiftedAt nil or lifted in the same batch)
+	// and liftings of earlier ones (BanChange.New false).
+	Bans []*BanChange
 
 	accounts map[string]*AccountChange
 	blocks   map[string]*BlockChange
 	plays    map[string]*PlayChange
 	days     map[string]*Day
+	cashDays map[string]*CashDay
+	bans     map[[2]string]*BanChange
 	facts    map[string]blockFacts
+}
+
+// BanChange is what a batch does to one ban: the whole row when it is
+// recorded in the batch (New), or its lifting.
+type BanChange struct {
+	New bool
+	Ban
 }
 
 // AccountChange is what a batch does to one account.
@@ -43,7 +56,9 @@ type AccountChange struct {
 	Deposited, Withdrawn, Staked, Won domain.Amount
 	Plays                             int
 	SelfExcluded                      bool
-	LastSeq                           uint64
+	// ExcludedUntil is the latest term's end, set when the batch sets one.
+	ExcludedUntil *time.Time
+	LastSeq       uint64
 }
 
 // BlockChange is what a batch does to one block.
@@ -57,6 +72,7 @@ type BlockChange struct {
 	ClosedAt *time.Time
 	// Deltas.
 	Settled  int
+	BySystem int
 	Counters Counters
 	Assigned [domain.TierCount]int
 	Paid     [domain.TierCount]int
@@ -129,7 +145,8 @@ func (p *Projector) Fold(checkpoint uint64, batch []Envelope) (*Changes, error) 
 	c := &Changes{
 		From: checkpoint + 1, To: checkpoint,
 		accounts: map[string]*AccountChange{}, blocks: map[string]*BlockChange{},
-		plays: map[string]*PlayChange{}, days: map[string]*Day{}, facts: map[string]blockFacts{},
+		plays: map[string]*PlayChange{}, days: map[string]*Day{}, cashDays: map[string]*CashDay{},
+		bans: map[[2]string]*BanChange{}, facts: map[string]blockFacts{},
 	}
 	for _, env := range batch {
 		if env.Seq <= c.To {
@@ -159,11 +176,17 @@ const Precision = time.Microsecond
 func (p *Projector) fold(c *Changes, env Envelope) error {
 	at := env.At.UTC().Truncate(Precision)
 	seq := env.Seq
+	player, balance := balanceOf(env.Event)
 	for i, post := range domain.Postings(env.Event) {
 		ref := refOf(env.Event)
-		c.Journal = append(c.Journal,
-			JournalLine{Seq: seq, Line: 2 * i, At: at, Account: post.Debit, Side: Debit, Amount: post.Amount, Counterpart: post.Credit, EventType: env.Event.EventType(), Ref: ref},
-			JournalLine{Seq: seq, Line: 2*i + 1, At: at, Account: post.Credit, Side: Credit, Amount: post.Amount, Counterpart: post.Debit, EventType: env.Event.EventType(), Ref: ref})
+		debit := JournalLine{Seq: seq, Line: 2 * i, At: at, Account: post.Debit, Side: Debit, Amount: post.Amount, Counterpart: post.Credit, EventType: env.Event.EventType(), Ref: ref}
+		credit := JournalLine{Seq: seq, Line: 2*i + 1, At: at, Account: post.Credit, Side: Credit, Amount: post.Amount, Counterpart: post.Debit, EventType: env.Event.EventType(), Ref: ref}
+		for _, l := range []*JournalLine{&debit, &credit} {
+			if player != "" && l.Account == domain.PlayerAccount(player) {
+				l.BalanceAfter = amountPtr(balance)
+			}
+		}
+		c.Journal = append(c.Journal, debit, credit)
 	}
 	switch e := env.Event.(type) {
 	case *domain.AccountOpened:
@@ -171,16 +194,44 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		a.Opened = &at
 	case *domain.LimitChanged:
 		c.account(e.Player, seq)
-		c.LimitChanges = append(c.LimitChanges, LimitChange{Player: e.Player, Kind: e.Kind, Seq: seq, At: at,
+		c.LimitChanges = append(c.LimitChanges, LimitChange{Player: e.Player, Kind: e.Kind, PeriodDays: e.Period(), Seq: seq, At: at,
 			Limit: e.Limit, EffectiveAt: e.EffectiveAt.UTC().Truncate(Precision)})
 	case *domain.SelfExcluded:
 		c.account(e.Player, seq).SelfExcluded = true
+	case *domain.SelfExcludedUntil:
+		a := c.account(e.Player, seq)
+		if until := e.Until.UTC().Truncate(Precision); a.ExcludedUntil == nil || until.After(*a.ExcludedUntil) {
+			a.ExcludedUntil = &until
+		}
+	case *domain.PlayerBanned:
+		c.account(e.Player, seq)
+		k := [2]string{e.Player, e.Ban}
+		if c.bans[k] != nil {
+			return errorsf(ErrInvalid, "ban %s of player %s recorded twice", e.Ban, e.Player)
+		}
+		b := &BanChange{New: true, Ban: Ban{Player: e.Player, Ban: e.Ban, Seq: seq, At: at, Reference: e.Reference, Reason: e.Reason, By: e.By}}
+		c.bans[k] = b
+		c.Bans = append(c.Bans, b)
+	case *domain.BanLifted:
+		c.account(e.Player, seq)
+		k := [2]string{e.Player, e.Ban}
+		b := c.bans[k]
+		if b == nil {
+			b = &BanChange{Ban: Ban{Player: e.Player, Ban: e.Ban}}
+			c.bans[k] = b
+			c.Bans = append(c.Bans, b)
+		}
+		b.LiftedSeq, b.LiftedAt, b.LiftReference, b.LiftReason, b.LiftedBy = seq, &at, e.Reference, e.Reason, e.By
+	case *domain.SettingsAdopted:
+		// The settings decide on the write side; no read model shows them.
 	case *domain.FundsDeposited:
 		a := c.account(e.Player, seq)
 		a.Balance, a.Deposited = amountPtr(e.Balance), a.Deposited+e.Amount
+		c.cashDay(at).Deposits += e.Amount
 	case *domain.FundsWithdrawn:
 		a := c.account(e.Player, seq)
 		a.Balance, a.Withdrawn = amountPtr(e.Balance), a.Withdrawn+e.Amount
+		c.cashDay(at).Withdrawals += e.Amount
 	case *domain.EmissionCreated:
 		if e.RulesVersion != p.rules.Version {
 			return errorsf(ErrInvalid, "emission %s was created under rules %q, the projection runs %q", e.Emission, e.RulesVersion, p.rules.Version)
@@ -277,7 +328,14 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		b.Paid[e.Tier]++
 		d := Counters{PrizesSettled: e.Prize, SettleMismatch: abs(f.prizes[e.Tier] - e.Prize)}
 		b.Counters.Add(d)
-		c.day(at).Counters.Add(d)
+		day := c.day(at)
+		day.Counters.Add(d)
+		day.Settled++
+		day.SettledStakes += f.price
+		if e.BySystem {
+			b.BySystem++
+			day.BySystem++
+		}
 		status := StatusSettled
 		if e.BySystem {
 			status = StatusCompletedBySystem
@@ -308,6 +366,22 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		return errorsf(ErrInvalid, "event type %s has no projection", env.Event.EventType())
 	}
 	return nil
+}
+
+// balanceOf is the player an event that moves money belongs to and the
+// balance it records after itself ("" for any other event).
+func balanceOf(e domain.Event) (string, domain.Amount) {
+	switch e := e.(type) {
+	case *domain.FundsDeposited:
+		return e.Player, e.Balance
+	case *domain.FundsWithdrawn:
+		return e.Player, e.Balance
+	case *domain.StakePlaced:
+		return e.Player, e.Balance
+	case *domain.PrizePaid:
+		return e.Player, e.Balance
+	}
+	return "", 0
 }
 
 // refOf is the journal reference of an event that moves money.
@@ -368,14 +442,70 @@ func (c *Changes) play(id, player string) *PlayChange {
 }
 
 func (c *Changes) day(at time.Time) *Day {
+	return dayOf(c.days, &c.Days, at, func(k string) *Day { return &Day{Day: k} })
+}
+
+// dayOf returns the row of at's day in m, made blank and listed when new.
+func dayOf[P any](m map[string]P, list *[]P, at time.Time, blank func(day string) P) P {
 	k := DayKey(at)
-	d := c.days[k]
-	if d == nil {
-		d = &Day{Day: k}
-		c.days[k] = d
-		c.Days = append(c.Days, d)
+	d, ok := m[k]
+	if !ok {
+		d = blank(k)
+		m[k] = d
+		*list = append(*list, d)
 	}
 	return d
+}
+
+// DayRow is a row kept per UTC day that batches add deltas to.
+type DayRow[T any] interface {
+	*T
+	// DayKey is the row's day.
+	DayKey() string
+	// Add adds a delta of the same day.
+	Add(*T)
+}
+
+// AddByDay adds each delta to the row of its day, the delta itself (a
+// copy) when the day has no row yet: the in-memory store's way.
+func AddByDay[T any, P DayRow[T]](rows map[string]P, deltas []P) {
+	for _, d := range deltas {
+		if row, ok := rows[d.DayKey()]; ok {
+			row.Add(d)
+			continue
+		}
+		row := *d
+		rows[d.DayKey()] = P(&row)
+	}
+}
+
+// DayKey implements DayRow.
+func (d *Day) DayKey() string { return d.Day }
+
+// DayKey implements DayRow.
+func (d *CashDay) DayKey() string { return d.Day }
+
+func (c *Changes) cashDay(at time.Time) *CashDay {
+	return dayOf(c.cashDays, &c.CashDays, at, func(k string) *CashDay { return &CashDay{Day: k} })
+}
+
+// Add adds a day's deltas to the day.
+func (d *Day) Add(delta *Day) {
+	d.Counters.Add(delta.Counters)
+	d.Settled += delta.Settled
+	d.SettledStakes += delta.SettledStakes
+	d.BySystem += delta.BySystem
+}
+
+// Add adds a day's cash deltas to the day.
+func (d *CashDay) Add(delta *CashDay) {
+	d.Deposits += delta.Deposits
+	d.Withdrawals += delta.Withdrawals
+}
+
+// ApplyTo applies a ban change to an existing row: its lifting.
+func (b *BanChange) ApplyTo(row *Ban) {
+	row.LiftedSeq, row.LiftedAt, row.LiftReference, row.LiftReason, row.LiftedBy = b.LiftedSeq, b.LiftedAt, b.LiftReference, b.LiftReason, b.LiftedBy
 }
 
 func amountPtr(a domain.Amount) *domain.Amount { return &a }
@@ -400,6 +530,7 @@ func (b *BlockChange) ApplyTo(row *BlockRow) {
 		row.ClosedAt = b.ClosedAt
 	}
 	row.Settled += b.Settled
+	row.BySystem += b.BySystem
 	row.Counters.Add(b.Counters)
 	for t := range row.Tiers {
 		row.Tiers[t].Assigned += b.Assigned[t]
@@ -446,5 +577,9 @@ func (a *AccountChange) ApplyTo(row *Account) {
 	row.Won += a.Won
 	row.Plays += a.Plays
 	row.SelfExcluded = row.SelfExcluded || a.SelfExcluded
+	if a.ExcludedUntil != nil && (row.SelfExcludedUntil == nil || a.ExcludedUntil.After(*row.SelfExcludedUntil)) {
+		until := *a.ExcludedUntil
+		row.SelfExcludedUntil = &until
+	}
 	row.LastSeq = a.LastSeq
 }

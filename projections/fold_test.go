@@ -97,10 +97,10 @@ func TestLimitsReplayAsTheWriteSideDecides(t *testing.T) {
 	ledger := w.Ledger.Accounts["p"].Limits
 	for h := range 48 {
 		at := w.Now.Add(time.Duration(h) * time.Hour)
-		if got, want := a.StakeLimit.At(at), ledger[domain.StakeLimit].At(at); got != want {
+		if got, want := a.StakeLimit.At(at), ledger[domain.LimitKey{Kind: domain.StakeLimit, Days: 7}].At(at); got != want {
 			t.Errorf("stake limit at +%dh: %s, ledger %s", h, got, want)
 		}
-		if got, want := a.DepositLimit.At(at), ledger[domain.DepositLimit].At(at); got != want {
+		if got, want := a.DepositLimit.At(at), ledger[domain.LimitKey{Kind: domain.DepositLimit, Days: 7}].At(at); got != want {
 			t.Errorf("deposit limit at +%dh: %s, ledger %s", h, got, want)
 		}
 	}

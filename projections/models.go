@@ -2,6 +2,8 @@ package projections
 
 import (
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fdj/tresor/domain"
@@ -27,12 +29,48 @@ type Account struct {
 	Won          domain.Amount `json:"won"`
 	Plays        int           `json:"plays"`
 	SelfExcluded bool          `json:"self_excluded"`
+	// SelfExcludedUntil is the end of the latest self-exclusion term, nil
+	// when none was ever set (it stays once the term has ended).
+	SelfExcludedUntil *time.Time `json:"self_excluded_until,omitempty"`
 	// DepositLimit and StakeLimit are the weekly limits, nil until set.
 	DepositLimit *Limit `json:"deposit_limit,omitempty"`
 	StakeLimit   *Limit `json:"stake_limit,omitempty"`
+	// Limits are all the limits set, weekly ones included, by kind and
+	// period.
+	Limits []PeriodLimit `json:"limits,omitempty"`
+	// Bans are the bans in force.
+	Bans []Ban `json:"bans,omitempty"`
 	// LastSeq is the stream sequence of the last event that changed it.
 	LastSeq uint64 `json:"last_seq"`
 }
+
+// PeriodLimit is a limit of one kind over one rolling period.
+type PeriodLimit struct {
+	Kind       domain.LimitKind `json:"kind"`
+	PeriodDays int              `json:"period_days"`
+	Limit
+}
+
+// Ban is a ban of a player, in force or lifted: who recorded it, when, by
+// which decision and why, and the same of its lifting.
+type Ban struct {
+	Player    string        `json:"player"`
+	Ban       string        `json:"ban"`
+	Seq       uint64        `json:"seq"`
+	At        time.Time     `json:"at"`
+	Reference string        `json:"reference"`
+	Reason    string        `json:"reason"`
+	By        *domain.Actor `json:"by,omitempty"`
+	// The lifting, once lifted.
+	LiftedSeq     uint64        `json:"lifted_seq,omitempty"`
+	LiftedAt      *time.Time    `json:"lifted_at,omitempty"`
+	LiftReference string        `json:"lift_reference,omitempty"`
+	LiftReason    string        `json:"lift_reason,omitempty"`
+	LiftedBy      *domain.Actor `json:"lifted_by,omitempty"`
+}
+
+// BansMax bounds the bans of one player the read side lists.
+const BansMax = 1000
 
 // Limit is a weekly limit: the amount in force when it was last changed and
 // a raise waiting for its 24 hours, if any. At tells the limit in force at
@@ -59,6 +97,7 @@ func (l Limit) At(t time.Time) domain.Amount {
 type LimitChange struct {
 	Player      string           `json:"player"`
 	Kind        domain.LimitKind `json:"kind"`
+	PeriodDays  int              `json:"period_days"`
 	Seq         uint64           `json:"seq"`
 	At          time.Time        `json:"at"`
 	Limit       domain.Amount    `json:"limit"`
@@ -66,26 +105,50 @@ type LimitChange struct {
 }
 
 // ReplayLimits folds a player's limit changes, in stream order, into the
-// limits they leave: the same rules as domain.Ledger.Evolve (a lowering
-// applies at once and cancels a pending raise; a raise waits and replaces
-// a pending one).
-func ReplayLimits(changes []LimitChange) (deposit, stake *Limit) {
+// limits they leave, by kind and period (deposit first, shorter periods
+// first): the same rules as domain.Ledger.Evolve (a lowering applies at
+// once and cancels a pending raise; a raise waits and replaces a pending
+// one).
+func ReplayLimits(changes []LimitChange) []PeriodLimit {
+	var out []PeriodLimit
 	for _, c := range changes {
-		p := &deposit
-		if c.Kind == domain.StakeLimit {
-			p = &stake
+		i := slices.IndexFunc(out, func(l PeriodLimit) bool { return l.Kind == c.Kind && l.PeriodDays == c.PeriodDays })
+		if i < 0 {
+			out = append(out, PeriodLimit{Kind: c.Kind, PeriodDays: c.PeriodDays, Limit: Limit{Amount: c.Limit}})
+			continue
 		}
-		switch {
-		case *p == nil:
-			*p = &Limit{Amount: c.Limit}
-		case c.EffectiveAt.After(c.At):
+		if c.EffectiveAt.After(c.At) {
 			amount, from := c.Limit, c.EffectiveAt
-			*p = &Limit{Amount: (*p).At(c.At), Pending: &amount, PendingFrom: &from}
-		default:
-			*p = &Limit{Amount: c.Limit}
+			out[i].Limit = Limit{Amount: out[i].At(c.At), Pending: &amount, PendingFrom: &from}
+		} else {
+			out[i].Limit = Limit{Amount: c.Limit}
 		}
 	}
-	return deposit, stake
+	slices.SortFunc(out, func(a, b PeriodLimit) int {
+		if a.Kind != b.Kind {
+			return strings.Compare(string(a.Kind), string(b.Kind))
+		}
+		return a.PeriodDays - b.PeriodDays
+	})
+	return out
+}
+
+// SetLimits sets the account's limits from its limit changes, in stream
+// order: all of them, and the weekly ones in DepositLimit and StakeLimit.
+func (a *Account) SetLimits(changes []LimitChange) {
+	a.Limits, a.DepositLimit, a.StakeLimit = ReplayLimits(changes), nil, nil
+	for i := range a.Limits {
+		l := &a.Limits[i]
+		if l.PeriodDays != domain.LegacyLimitPeriodDays {
+			continue
+		}
+		weekly := l.Limit
+		if l.Kind == domain.DepositLimit {
+			a.DepositLimit = &weekly
+		} else {
+			a.StakeLimit = &weekly
+		}
+	}
 }
 
 // Side is the side of a journal line.
@@ -115,6 +178,10 @@ type JournalLine struct {
 	// Ref is the play of a stake or prize, the client key of a deposit or
 	// withdrawal.
 	Ref string `json:"ref"`
+	// BalanceAfter is, on a player's line, the player's balance once the
+	// event applies (the event's balance_after); nil on the house's and
+	// the blocks' lines.
+	BalanceAfter *domain.Amount `json:"balance_after,omitempty"`
 }
 
 // JournalCursor is the position of a journal line; the zero cursor is before
@@ -151,12 +218,15 @@ type BlockRow struct {
 	OpenedAt   time.Time         `json:"opened_at"`
 	// OpenedSeq is the stream sequence of the block's BlockOpened: where
 	// anyone holding a copy of the stream finds the commitment.
-	OpenedSeq uint64                    `json:"opened_seq"`
-	ClosedAt  *time.Time                `json:"closed_at,omitempty"`
-	Settled   int                       `json:"settled"`
-	Counters  Counters                  `json:"counters"`
-	Tiers     [domain.TierCount]TierRow `json:"tiers"`
-	LastSeq   uint64                    `json:"last_seq"`
+	OpenedSeq uint64     `json:"opened_seq"`
+	ClosedAt  *time.Time `json:"closed_at,omitempty"`
+	Settled   int        `json:"settled"`
+	// BySystem counts the plays the system completed (abandoned by their
+	// players): they are among the settled ones.
+	BySystem int                       `json:"by_system"`
+	Counters Counters                  `json:"counters"`
+	Tiers    [domain.TierCount]TierRow `json:"tiers"`
+	LastSeq  uint64                    `json:"last_seq"`
 }
 
 // Counters are the money figures reconciliation adds up, per block and per
@@ -433,8 +503,22 @@ func Reconcile(scope Scope, key string, c Counters, tableMismatch domain.Amount)
 // DayKey is the UTC calendar day reconciliation files a time under.
 func DayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// Day is one day's counters.
+// Day is one day's counters: what reconciliation adds up, and the plays
+// settled that day (for the plays in progress at its end).
 type Day struct {
 	Day      string   `json:"day"`
 	Counters Counters `json:"counters"`
+	// Settled counts the plays settled that day, SettledStakes their
+	// stakes (at their blocks' price), BySystem those the system completed.
+	Settled       int           `json:"settled"`
+	SettledStakes domain.Amount `json:"settled_stakes"`
+	BySystem      int           `json:"by_system"`
+}
+
+// CashDay is one day's money paid into and out of players' accounts: with
+// the day's stakes and prizes, the change of the players' liability.
+type CashDay struct {
+	Day         string        `json:"day"`
+	Deposits    domain.Amount `json:"deposits"`
+	Withdrawals domain.Amount `json:"withdrawals"`
 }

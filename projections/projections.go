@@ -157,6 +157,22 @@ type Store interface {
 	// block, per emission or per day), in key order.
 	Reconciliation(ctx context.Context, scope Scope) ([]Reconciliation, error)
 
+	// Statement returns, in one snapshot, a player's balances before the
+	// query's period and before its end and a page of the movements
+	// between them (StatementQuery), or ErrNotFound for no account, or
+	// ErrInvalid for a query outside its bounds.
+	Statement(ctx context.Context, q StatementQuery) (Statement, error)
+	// Bans returns a player's bans, in force and lifted, oldest first (at
+	// most BansMax).
+	Bans(ctx context.Context, player string) ([]Ban, error)
+	// ReportData returns, in one snapshot, what the report pack reads.
+	ReportData(ctx context.Context) (ReportData, error)
+	// LargeWins returns, in one snapshot, the wins a query asks for
+	// (oldest first) and the stream position they reflect; more is true
+	// when the limit left some out. A query outside its bounds is
+	// ErrInvalid.
+	LargeWins(ctx context.Context, q LargeWinsQuery) (wins []Win, seq uint64, more bool, err error)
+
 	// Close releases the store's resources.
 	Close() error
 }

@@ -19,8 +19,17 @@ const Chain = "s0"
 // schema version to the next (upcasters[t][0] turns version 1 into 2).
 var upcasters = map[string][]eventstore.Upcaster{
 	// Version 2 adds the optional idempotency_key: a version 1 payload is
-	// a version 2 payload without a key.
-	domain.TypeEmissionCreated: {sameShape},
+	// a version 2 payload without a key. Version 3 adds the optional by.
+	domain.TypeEmissionCreated: {sameShape, sameShape},
+	// Version 2 of these adds the optional by (who gave the command) and,
+	// where an action needs one, reason; LimitChanged's adds period_days,
+	// whose absence reads as the weekly period of version 1.
+	domain.TypeAccountOpened:  {sameShape},
+	domain.TypeLimitChanged:   {sameShape},
+	domain.TypeSelfExcluded:   {sameShape},
+	domain.TypeFundsDeposited: {sameShape},
+	domain.TypeFundsWithdrawn: {sameShape},
+	domain.TypeBlockClosed:    {sameShape},
 }
 
 // sameShape upcasts a payload whose new version only added optional fields.

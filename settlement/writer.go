@@ -46,6 +46,11 @@ type Log interface {
 // Config configures a writer. Zero values take the defaults.
 type Config struct {
 	Rules *domain.RuleSet
+	// Settings are the jurisdiction's settings to decide under. When they
+	// differ from those in force on the stream, Open records them
+	// (SettingsAdopted) before taking any command; nil leaves the stream's
+	// settings in force.
+	Settings *domain.Settings
 	// Sealer seals new blocks' seeds and opens those of blocks still open
 	// at start.
 	Sealer *Sealer
@@ -206,6 +211,12 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	w.cancel = cancel
 	w.wg.Add(1)
 	go w.loop(loopCtx)
+	if cfg.Settings != nil {
+		if _, err := w.Execute(ctx, domain.AdoptSettings{Settings: *cfg.Settings}); err != nil {
+			w.Close()
+			return nil, fmt.Errorf("adopt settings %s: %w", cfg.Settings.Version, err)
+		}
+	}
 	return w, nil
 }
 

@@ -108,7 +108,7 @@ func TestCommitmentsArePublicAndVerifyPlayReadsThem(t *testing.T) {
 	}
 
 	// Once closed, the published seed rebuilds the deck.
-	s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
+	s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", `{"reason":"commitments test: reveal the seed"}`})
 	if _, file = s.get("/v1/commitments.ndjson", nil); !strings.Contains(file, `"seed":"`) {
 		t.Fatalf("closed block's commitment without its seed: %s", file)
 	}

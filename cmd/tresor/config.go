@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/fdj/tresor/domain"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -44,6 +45,12 @@ type Config struct {
 	// AbandonAfter is how long a play waits for its player before the
 	// system completes it.
 	AbandonAfter time.Duration
+	// SignificantMaxAge is how long the significant-event log keeps an
+	// entry.
+	SignificantMaxAge time.Duration
+	// SettingsFile is the jurisdiction's settings (limits, exclusions) the
+	// writer decides under; empty for the embedded default.
+	SettingsFile string
 }
 
 // env names the environment variable of each setting.
@@ -51,7 +58,7 @@ var env = map[string]string{
 	"data": "TRESOR_DATA", "nats": "TRESOR_NATS_URL", "database-url": "TRESOR_DATABASE_URL", "http": "TRESOR_HTTP",
 	"master-key-file": "TRESOR_MASTER_KEY_FILE", "seal-key-file": "TRESOR_SEAL_KEY_FILE",
 	"sync-interval": "TRESOR_SYNC_INTERVAL", "replicas": "TRESOR_REPLICAS", "abandon-after": "TRESOR_ABANDON_AFTER",
-	"token-key-file": "TRESOR_TOKEN_KEY_FILE",
+	"token-key-file": "TRESOR_TOKEN_KEY_FILE", "settings": "TRESOR_SETTINGS",
 }
 
 // envOr returns the environment variable of a flag, or def. Only redaction
@@ -167,6 +174,7 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
 	f.DurationVar(&c.AbandonAfter, "abandon-after", 10*time.Minute, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
 	withEnv(f, "master-key-file", "seal-key-file", "abandon-after")
+	bindSettingsFlag(cmd, c)
 }
 
 // validateStore checks the flags of bindStoreFlags.
@@ -181,6 +189,29 @@ func (c *Config) validateStore() error {
 		return usagef("--sync-interval %s: negative", c.SyncInterval)
 	}
 	return nil
+}
+
+// bindSettingsFlag adds the flag of the jurisdiction's settings, for the
+// commands that run the writer.
+func bindSettingsFlag(cmd *cobra.Command, c *Config) {
+	cmd.Flags().StringVar(&c.SettingsFile, "settings", "", "jurisdiction settings file (limit periods, raise delay, exclusion terms; default: the embedded domain/jurisdictions/fr-1.json) ($TRESOR_SETTINGS)")
+	withEnv(cmd.Flags(), "settings")
+}
+
+// settings loads and validates the jurisdiction's settings.
+func (c *Config) settings() (*domain.SettingsDocument, error) {
+	if c.SettingsFile == "" {
+		return domain.DefaultSettings()
+	}
+	data, err := os.ReadFile(c.SettingsFile)
+	if err != nil {
+		return nil, usagef("read settings: %v", err)
+	}
+	doc, err := domain.LoadSettings(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", c.SettingsFile, err)
+	}
+	return doc, nil
 }
 
 // Validate checks the configuration of a writer (bindWriterFlags) and

@@ -157,7 +157,7 @@ func TestSelfExclusionRefusesDepositsNotWithdrawals(t *testing.T) {
 	op := s.token("operator", "")
 	s.must(200, call{"PUT", "/v1/players/p1", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"100.00"}`})
 	s.must(200, call{"POST", "/v1/players/p1/deposits", op, "d1", `{"amount":"30.00"}`})
-	s.must(200, call{"PUT", "/v1/players/p1", op, "", `{"self_excluded":true}`})
+	s.must(200, call{"PUT", "/v1/players/p1", op, "", `{"self_excluded":true,"reason":"asked by phone"}`})
 	s.problem(403, "self_excluded", call{"POST", "/v1/players/p1/deposits", op, "d2", `{"amount":"1.00"}`})
 	// A retry of a deposit made before the exclusion still answers it.
 	if a := s.must(200, call{"POST", "/v1/players/p1/deposits", op, "d1", `{"amount":"30.00"}`}); a["balance_after"] != "30.00" {

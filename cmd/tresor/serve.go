@@ -16,6 +16,7 @@ import (
 
 	"github.com/fdj/tresor/api"
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/projections"
 	"github.com/fdj/tresor/projections/memstore"
 	"github.com/fdj/tresor/projections/pgstore"
@@ -47,6 +48,7 @@ func init() {
 	bindTokenFlag(cmd, &cfg)
 	cmd.Flags().StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address the HTTP API and the pages listen on ($TRESOR_HTTP)")
 	withEnv(cmd.Flags(), "http")
+	cmd.Flags().DurationVar(&cfg.SignificantMaxAge, "significant-max-age", 400*24*time.Hour, "how long the significant-event log keeps an entry (failed authentications, refused role checks)")
 	connectionFlag(cmd.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections instead of memory ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	rootCmd.AddCommand(cmd)
 }
@@ -93,8 +95,25 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	gate := &writerGate{}
 	runner := projections.NewRunner(eventSource{st.store}, store)
 	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn()}
+	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	significant := api.NewSignificant(significantStore{sigLog}, log)
+	sigCtx, stopSignificant := context.WithCancel(context.WithoutCancel(ctx))
+	sigDone := make(chan struct{})
+	go func() {
+		defer close(sigDone)
+		significant.Run(sigCtx)
+	}()
+	defer func() {
+		stopSignificant()
+		<-sigDone
+	}()
 	srv := &http.Server{
-		Handler:           api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log, Pages: pages}),
+		Handler: api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log, Pages: pages,
+			Significant: significant, Rules: rules}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      api.RequestTimeout + 5*time.Second,
@@ -160,6 +179,23 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	stopRunner()
 	log.Info("stopped")
 	return failed
+}
+
+// significantStore adapts the event store's significant-event log to the
+// API's SignificantStore.
+type significantStore struct{ log *eventstore.SignificantLog }
+
+func (s significantStore) Append(ctx context.Context, kind string, data []byte) (uint64, error) {
+	return s.log.Append(ctx, kind, data)
+}
+
+func (s significantStore) Read(ctx context.Context, after uint64, since time.Time, limit int) ([]api.StoredEntry, error) {
+	entries, err := s.log.Read(ctx, after, since, limit)
+	out := make([]api.StoredEntry, len(entries))
+	for i, e := range entries {
+		out[i] = api.StoredEntry{Seq: e.Seq, At: e.At, Kind: e.Kind, Data: e.Data}
+	}
+	return out, err
 }
 
 // shutdownHTTP stops accepting requests and waits, bounded, for those in

@@ -118,11 +118,15 @@ func (s *stream) openWriter(ctx context.Context, cfg *Config) (*settlement.Write
 	if err != nil {
 		return nil, fmt.Errorf("seal key: %w", err)
 	}
+	settings, err := cfg.settings()
+	if err != nil {
+		return nil, err
+	}
 	s.log, err = settlement.OpenEventLog(ctx, s.store, eventstore.CommitterConfig{SealKey: sealKey})
 	if err != nil {
 		return nil, err
 	}
-	return settlement.Open(ctx, s.log, settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter})
+	return settlement.Open(ctx, s.log, settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter, Settings: &settings.Settings})
 }
 
 // closeLog stops the committer, which commits what was submitted and its

@@ -5,30 +5,36 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/fdj/tresor/api"
+	"github.com/fdj/tresor/domain"
 	"github.com/spf13/cobra"
 )
 
 func init() {
 	var (
-		cfg    Config
-		role   string
-		player string
-		ttl    time.Duration
-		base   string
+		cfg     Config
+		role    string
+		player  string
+		subject string
+		ttl     time.Duration
+		base    string
 	)
 	cmd := &cobra.Command{
-		Use:   "token --role ROLE [--player ID] [--ttl 1h] [--url BASE]",
+		Use:   "token --role ROLE [--player ID | --subject WHO] [--ttl 1h] [--url BASE]",
 		Short: "Mint an API bearer token signed with the server's token key",
 		Long: "token mints a bearer token with the key of the server (<data>/keys/token.key, or --token-key-file).\n" +
 			"It never creates that key: tresor serve makes it on its first embedded start, and a token signed\n" +
-			"with any other key would be refused. With --url it prints a link to the pages of the server at\n" +
-			"BASE (the player's screen, or the console) carrying the token in the URL fragment, which the\n" +
-			"browser never sends to a server, so that it stays out of every log.",
+			"with any other key would be refused. Every token names its subject, whom it is for: a player's is\n" +
+			"the player id (--player); an operator's, finance's or regulator's is --subject (a login such as\n" +
+			"alice@fdj.fr; by default the login of who runs tresor token), which every command given with the\n" +
+			"token records. With --url it prints a link to the pages of the server at BASE (the player's screen,\n" +
+			"or the console) carrying the token in the URL fragment, which the browser never sends to a server,\n" +
+			"so that it stays out of every log.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if cfg.Data == "" && cfg.TokenKeyFile == "" {
@@ -38,7 +44,12 @@ func init() {
 			if err != nil {
 				return err
 			}
-			tok, err := tokens.Mint(api.Role(role), player, ttl, time.Now())
+			if api.Role(role) != api.RolePlayer && subject == "" {
+				if subject, err = loginSubject(); err != nil {
+					return err
+				}
+			}
+			tok, err := tokens.MintFor(api.Role(role), subject, player, ttl, time.Now())
 			if err != nil {
 				return usagef("%v", err)
 			}
@@ -54,10 +65,21 @@ func init() {
 	bindDataFlag(cmd, &cfg)
 	bindTokenFlag(cmd, &cfg)
 	cmd.Flags().StringVar(&role, "role", "", "player, operator, finance or regulator")
-	cmd.Flags().StringVar(&player, "player", "", "the player id of a player token")
+	cmd.Flags().StringVar(&player, "player", "", "the player id of a player token (its subject)")
+	cmd.Flags().StringVar(&subject, "subject", "", "whom the token is for, recorded by every command it gives (default: the login running tresor token; a player token's is its player id)")
 	cmd.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid (at most 720h)")
 	cmd.Flags().StringVar(&base, "url", "", "print a link to the server's pages at this base URL (http://127.0.0.1:8080) with the token in its fragment")
 	rootCmd.AddCommand(cmd)
+}
+
+// loginSubject is the default subject of a token of the operator's staff:
+// the login of whoever mints it, so that every token names someone.
+func loginSubject() (string, error) {
+	u, err := user.Current()
+	if err != nil || !domain.ValidSubject(u.Username) {
+		return "", usagef("--subject: required (the login running tresor token cannot name the token's subject)")
+	}
+	return u.Username, nil
 }
 
 // pageLink is the link to the page of a role (a player's screen, the

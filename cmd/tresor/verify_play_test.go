@@ -99,7 +99,7 @@ func TestVerifyPlayChecksServedPlays(t *testing.T) {
 	s.must(200, call{"POST", "/v1/players/p-42/plays/" + ids[1] + "/throws", p42, "", ""})
 	s.must(200, call{"POST", "/v1/players/p-42/plays/" + ids[1] + "/throws", p42, "", ""})
 	s.must(200, call{"POST", "/v1/players/p-42/plays/" + ids[1] + "/throws", p42, "", ""})
-	s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", ""})
+	s.must(200, call{"POST", "/v1/blocks/" + block + "/close", op, "", `{"reason":"verify-play test: reveal the seed"}`})
 	if err := json.Unmarshal([]byte(s.getText("/v1/blocks/"+block, reg)), &report); err != nil || report.Seed == "" {
 		t.Fatalf("closed block report: %+v, %v", report, err)
 	}

@@ -239,7 +239,7 @@ func TestBrowserHistoryVerifiesPlays(t *testing.T) {
 	for n := 3; n <= 4; n++ {
 		s.must(200, call{"POST", "/v1/players/p-42/plays/" + ids[1] + "/throws", p42, "", fmt.Sprintf(`{"throw":%d}`, n)})
 	}
-	s.must(200, call{"POST", "/v1/blocks/" + strings.Split(ids[0], "-U")[0] + "/close", s.token("operator", ""), "", ""})
+	s.must(200, call{"POST", "/v1/blocks/" + strings.Split(ids[0], "-U")[0] + "/close", s.token("operator", ""), "", `{"reason":"web test: reveal the seed"}`})
 	started := time.Now()
 	do(t, ctx, "verify with the seed", chromedp.Click(chromedp.CSS(row(ids[0])+" button.verify")),
 		void(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q + ' [data-check="deck"]') !== null`, row(ids[0])), chromedp.WithPollingTimeout(6*time.Minute))))

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/projections"
@@ -39,6 +40,12 @@ type Store struct {
 	plays      map[string]*projections.Play
 	history    map[string][]*projections.Play // per player, oldest first
 	days       map[string]*projections.Day
+	cashDays   map[string]*projections.CashDay
+	// bans holds each player's bans, oldest first.
+	bans map[string][]*projections.Ban
+	// wins lists the winning plays in the order they settled, which is
+	// the order of their settlement times.
+	wins []*projections.Play
 }
 
 // New returns an empty store for a stream written under rules.
@@ -55,6 +62,8 @@ func New(rules *domain.RuleSet) *Store {
 		plays:     map[string]*projections.Play{},
 		history:   map[string][]*projections.Play{},
 		days:      map[string]*projections.Day{},
+		cashDays:  map[string]*projections.CashDay{},
+		bans:      map[string][]*projections.Ban{},
 	}
 }
 
@@ -113,6 +122,25 @@ func (s *Store) check(c *projections.Changes) error {
 			return fmt.Errorf("%w: play %q staked twice", projections.ErrInvalid, p.ID)
 		}
 	}
+	for _, b := range c.Bans {
+		old := s.ban(b.Player, b.Ban.Ban)
+		if b.New && old != nil {
+			return fmt.Errorf("%w: ban %s of %q recorded twice", projections.ErrInvalid, b.Ban.Ban, b.Player)
+		}
+		if !b.New && (old == nil || old.LiftedAt != nil) {
+			return fmt.Errorf("%w: ban %s of %q lifted but not in force", projections.ErrInvalid, b.Ban.Ban, b.Player)
+		}
+	}
+	return nil
+}
+
+// ban returns a player's ban by id, or nil.
+func (s *Store) ban(player, id string) *projections.Ban {
+	for _, b := range s.bans[player] {
+		if b.Ban == id {
+			return b
+		}
+	}
 	return nil
 }
 
@@ -161,21 +189,28 @@ func (s *Store) write(c *projections.Changes) {
 		s.blockIDs = sortedKeys(s.blocks)
 	}
 	for _, p := range c.Plays {
+		row := s.plays[p.ID]
 		if p.New != nil {
-			row := *p.New
-			s.plays[p.ID] = &row
-			s.history[row.Player] = append(s.history[row.Player], &row)
+			copied := *p.New
+			row = &copied
+			s.plays[p.ID] = row
+			s.history[row.Player] = append(s.history[row.Player], row)
+		} else {
+			p.ApplyTo(row)
+		}
+		if (p.Prize != nil || p.New != nil) && row.Prize != nil && *row.Prize > 0 {
+			s.wins = append(s.wins, row)
+		}
+	}
+	projections.AddByDay(s.days, c.Days)
+	projections.AddByDay(s.cashDays, c.CashDays)
+	for _, b := range c.Bans {
+		if b.New {
+			row := b.Ban
+			s.bans[b.Player] = append(s.bans[b.Player], &row)
 			continue
 		}
-		p.ApplyTo(s.plays[p.ID])
-	}
-	for _, d := range c.Days {
-		row := s.days[d.Day]
-		if row == nil {
-			row = &projections.Day{Day: d.Day}
-			s.days[d.Day] = row
-		}
-		row.Counters.Add(d.Counters)
+		b.ApplyTo(s.ban(b.Player, b.Ban.Ban))
 	}
 }
 
@@ -217,7 +252,12 @@ func (s *Store) Account(_ context.Context, player string) (projections.Account, 
 
 func (s *Store) account(a *projections.Account) projections.Account {
 	out := *a
-	out.DepositLimit, out.StakeLimit = projections.ReplayLimits(s.limits[a.Player])
+	out.SetLimits(s.limits[a.Player])
+	for _, b := range s.bans[a.Player] {
+		if b.LiftedAt == nil {
+			out.Bans = append(out.Bans, *b)
+		}
+	}
 	return out
 }
 
@@ -394,6 +434,99 @@ func (s *Store) Reconciliation(_ context.Context, scope projections.Scope) ([]pr
 		return nil, fmt.Errorf("reconciliation: %w: scope %q", projections.ErrInvalid, scope)
 	}
 	return out, nil
+}
+
+// Statement implements projections.Store. A player's journal lines are in
+// stream order, which is the order of their times: the period's ends are
+// two binary searches.
+func (s *Store) Statement(_ context.Context, q projections.StatementQuery) (projections.Statement, error) {
+	from, to, limit, err := q.Bounds()
+	if err != nil {
+		return projections.Statement{}, fmt.Errorf("statement of %s: %w", q.Player, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.accounts[q.Player] == nil {
+		return projections.Statement{}, fmt.Errorf("statement of %q: %w", q.Player, projections.ErrNotFound)
+	}
+	lines := s.journal[domain.PlayerAccount(q.Player)]
+	before := func(t time.Time) int {
+		return sort.Search(len(lines), func(i int) bool { return !lines[i].At.Before(t) })
+	}
+	balance := func(i int) domain.Amount {
+		if i == 0 || lines[i-1].BalanceAfter == nil {
+			return 0
+		}
+		return *lines[i-1].BalanceAfter
+	}
+	i, j := before(from), before(to)
+	out := projections.Statement{Player: q.Player, Opening: balance(i), Closing: balance(j), Movements: []projections.Movement{}, Seq: s.checkpoint}
+	i = max(i, sort.Search(len(lines), func(k int) bool { return lines[k].Seq > q.After }))
+	for ; i < j && len(out.Movements) < limit; i++ {
+		out.Movements = append(out.Movements, projections.MovementOf(lines[i]))
+	}
+	if i < j {
+		out.Next = out.Movements[len(out.Movements)-1].Seq
+	}
+	return out, nil
+}
+
+// Bans implements projections.Store.
+func (s *Store) Bans(_ context.Context, player string) ([]projections.Ban, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []projections.Ban{}
+	for _, b := range s.bans[player] {
+		if len(out) == projections.BansMax {
+			break
+		}
+		out = append(out, *b)
+	}
+	return out, nil
+}
+
+// ReportData implements projections.Store.
+func (s *Store) ReportData(context.Context) (projections.ReportData, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	d := projections.ReportData{Seq: s.checkpoint}
+	for _, id := range s.blockIDs {
+		d.Blocks = append(d.Blocks, *s.blocks[id])
+	}
+	for _, id := range sortedKeys(s.emissions) {
+		d.Emissions = append(d.Emissions, s.emissions[id])
+	}
+	for _, day := range sortedKeys(s.days) {
+		d.Days = append(d.Days, *s.days[day])
+	}
+	for _, day := range sortedKeys(s.cashDays) {
+		d.CashDays = append(d.CashDays, *s.cashDays[day])
+	}
+	return d, nil
+}
+
+// LargeWins implements projections.Store.
+func (s *Store) LargeWins(_ context.Context, q projections.LargeWinsQuery) ([]projections.Win, uint64, bool, error) {
+	if err := q.Check(); err != nil {
+		return nil, 0, false, fmt.Errorf("large wins: %w", err)
+	}
+	from, to := q.From.UTC().Truncate(projections.Precision), q.To.UTC().Truncate(projections.Precision)
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	out := []projections.Win{}
+	i := sort.Search(len(s.wins), func(i int) bool { return !s.wins[i].SettledAt.Before(from) })
+	for ; i < len(s.wins) && s.wins[i].SettledAt.Before(to); i++ {
+		p := s.wins[i]
+		if *p.Prize < q.Threshold {
+			continue
+		}
+		if len(out) == q.Limit {
+			return out, s.checkpoint, true, nil
+		}
+		out = append(out, projections.Win{Play: p.ID, Player: p.Player, Block: p.Block, Unit: p.Unit, Tier: *p.Tier, Prize: *p.Prize,
+			At: *p.SettledAt, BySystem: p.Status == projections.StatusCompletedBySystem})
+	}
+	return out, s.checkpoint, false, nil
 }
 
 // Close implements projections.Store; the memory is left to the collector.

@@ -29,7 +29,7 @@ func TestSameRowsAsMemory(t *testing.T) {
 	w.Emission(200, 1)
 	for i := range rules.BlockUnits {
 		w.Advance(time.Minute)
-		play := w.Stake([]string{"p1", "p2", "p3"}[i%3], 200)
+		play := w.Stake([]string{"p1", "p2"}[i%2], 200)
 		w.Must(domain.CompletePlay{Play: play})
 	}
 	mem := memstore.New(rules)

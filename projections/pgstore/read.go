@@ -94,8 +94,8 @@ func collectAccounts(ctx context.Context, db querier, q *statements, rows pgx.Ro
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Account, error) {
 		var a projections.Account
 		var bal, dep, wd, staked, won, last int64
-		err := r.Scan(&a.Player, &a.OpenedAt, &bal, &dep, &wd, &staked, &won, &a.Plays, &a.SelfExcluded, &last)
-		a.OpenedAt = utc(a.OpenedAt)
+		err := r.Scan(&a.Player, &a.OpenedAt, &bal, &dep, &wd, &staked, &won, &a.Plays, &a.SelfExcluded, &last, &a.SelfExcludedUntil)
+		a.OpenedAt, a.SelfExcludedUntil = utc(a.OpenedAt), utcPtr(a.SelfExcludedUntil)
 		a.Balance, a.Deposited, a.Withdrawn = domain.Amount(bal), domain.Amount(dep), domain.Amount(wd)
 		a.Staked, a.Won, a.LastSeq = domain.Amount(staked), domain.Amount(won), uint64(last)
 		return a, err
@@ -115,7 +115,7 @@ func collectAccounts(ctx context.Context, db querier, q *statements, rows pgx.Ro
 		var l projections.LimitChange
 		var seq, amount int64
 		var kind string
-		err := r.Scan(&l.Player, &seq, &kind, &l.At, &amount, &l.EffectiveAt)
+		err := r.Scan(&l.Player, &seq, &kind, &l.At, &amount, &l.EffectiveAt, &l.PeriodDays)
 		l.Seq, l.Kind, l.Limit, l.At, l.EffectiveAt = uint64(seq), domain.LimitKind(kind), domain.Amount(amount), utc(l.At), utc(l.EffectiveAt)
 		return l, err
 	})
@@ -129,8 +129,13 @@ func collectAccounts(ctx context.Context, db querier, q *statements, rows pgx.Ro
 	for _, l := range changes {
 		byPlayer[l.Player] = append(byPlayer[l.Player], l)
 	}
+	bans, err := activeBans(ctx, db, q.more, players)
+	if err != nil {
+		return nil, err
+	}
 	for i := range out {
-		out[i].DepositLimit, out[i].StakeLimit = projections.ReplayLimits(byPlayer[out[i].Player])
+		out[i].SetLimits(byPlayer[out[i].Player])
+		out[i].Bans = bans[out[i].Player]
 	}
 	return out, nil
 }
@@ -149,18 +154,26 @@ func (s *Store) Journal(ctx context.Context, account string, after projections.J
 	if err != nil {
 		return nil, fmt.Errorf("journal of %s: %w", account, err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.JournalLine, error) {
-		var l projections.JournalLine
-		var seq, amount int64
-		var side string
-		err := r.Scan(&seq, &l.Line, &l.At, &l.Account, &side, &amount, &l.Counterpart, &l.EventType, &l.Ref)
-		l.Seq, l.Side, l.Amount, l.At = uint64(seq), projections.Side(side), domain.Amount(amount), utc(l.At)
-		return l, err
-	})
+	out, err := pgx.CollectRows(rows, scanJournalLine)
 	if err != nil {
 		return nil, fmt.Errorf("journal of %s: %w", account, err)
 	}
 	return out, nil
+}
+
+// scanJournalLine reads a row of journalColumns.
+func scanJournalLine(r pgx.CollectableRow) (projections.JournalLine, error) {
+	var l projections.JournalLine
+	var seq, amount int64
+	var balance *int64
+	var side string
+	err := r.Scan(&seq, &l.Line, &l.At, &l.Account, &side, &amount, &l.Counterpart, &l.EventType, &l.Ref, &balance)
+	l.Seq, l.Side, l.Amount, l.At = uint64(seq), projections.Side(side), domain.Amount(amount), utc(l.At)
+	if balance != nil {
+		b := domain.Amount(*balance)
+		l.BalanceAfter = &b
+	}
+	return l, err
 }
 
 // AccountTotals implements projections.Store.
@@ -194,7 +207,7 @@ func readBlocks(ctx context.Context, db querier, q *statements, sql string, args
 		var state string
 		var seedHash, root, seed []byte
 		err := r.Scan(&b.ID, &b.Emission, &b.Index, &price, &b.Units, &state, &seedHash, &root, &seed, &b.OpenedAt, &b.ClosedAt,
-			&b.Settled, &b.Counters.UnitsSold, &sales, &paid, &settledPrizes, &owed, &fund, &stakeMis, &settleMis, &last, &openedSeq)
+			&b.Settled, &b.Counters.UnitsSold, &sales, &paid, &settledPrizes, &owed, &fund, &stakeMis, &settleMis, &last, &openedSeq, &b.BySystem)
 		if err != nil {
 			return b, err
 		}

@@ -19,15 +19,17 @@ type statements struct {
 	account, accountsAfter, limitsOf, journal, totals                      string
 	allBlocks, block, blocksAfter, tiersOf, history, lastPlay, play, emIDs string
 	days                                                                   string
+	// Issue 14: bans, cash days, statements, reports.
+	more *moreStatements
 }
 
 const blockColumns = `id, emission, idx, price, units, state, seed_hash, root, seed, opened_at, closed_at, settled,
-	units_sold, sales, prizes_paid, prizes_settled, prizes_owed, prize_fund, stake_mismatch, settle_mismatch, last_seq, opened_seq`
+	units_sold, sales, prizes_paid, prizes_settled, prizes_owed, prize_fund, stake_mismatch, settle_mismatch, last_seq, opened_seq, by_system`
 
 const playColumns = `id, player, seq, block, unit, at, stake, status, proof_tier, proof_salt, proof_path, throws,
 	tier, prize, settled_at, balance_before, balance_after`
 
-const accountColumns = `player, opened_at, balance, deposited, withdrawn, staked, won, plays, self_excluded, last_seq`
+const accountColumns = `player, opened_at, balance, deposited, withdrawn, staked, won, plays, self_excluded, last_seq, self_excluded_until`
 
 const counterColumns = `units_sold, sales, prizes_paid, prizes_settled, prizes_owed, prize_fund, stake_mismatch, settle_mismatch`
 
@@ -39,18 +41,21 @@ func newStatements(schema, control string) *statements {
 		advance:        f(`UPDATE {s}.checkpoint SET seq = $2, updated_at = now() WHERE seq = $1`),
 		insertAccounts: f(`INSERT INTO {s}.accounts (` + accountColumns + `)
 			SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::int8[], $4::int8[], $5::int8[], $6::int8[], $7::int8[],
-				$8::int4[], $9::bool[], $10::int8[])`),
+				$8::int4[], $9::bool[], $10::int8[], $11::timestamptz[])`),
 		updateAccounts: f(`UPDATE {s}.accounts a SET balance = COALESCE(u.balance, a.balance),
 				deposited = a.deposited + u.deposited, withdrawn = a.withdrawn + u.withdrawn,
 				staked = a.staked + u.staked, won = a.won + u.won, plays = a.plays + u.plays,
-				self_excluded = a.self_excluded OR u.self_excluded, last_seq = u.last_seq
-			FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], $6::int8[], $7::int4[], $8::bool[], $9::int8[])
-				AS u(player, balance, deposited, withdrawn, staked, won, plays, self_excluded, last_seq)
+				self_excluded = a.self_excluded OR u.self_excluded, last_seq = u.last_seq,
+				self_excluded_until = GREATEST(a.self_excluded_until, u.self_excluded_until)
+			FROM unnest($1::text[], $2::int8[], $3::int8[], $4::int8[], $5::int8[], $6::int8[], $7::int4[], $8::bool[], $9::int8[],
+				$10::timestamptz[])
+				AS u(player, balance, deposited, withdrawn, staked, won, plays, self_excluded, last_seq, self_excluded_until)
 			WHERE a.player = u.player`),
-		insertLimits: f(`INSERT INTO {s}.limit_changes (player, seq, kind, at, amount, effective_at)
-			SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::timestamptz[], $5::int8[], $6::timestamptz[])`),
-		insertJournal: f(`INSERT INTO {s}.journal (seq, line, at, account, side, amount, counterpart, event_type, ref)
-			SELECT * FROM unnest($1::int8[], $2::int2[], $3::timestamptz[], $4::text[], $5::text[], $6::int8[], $7::text[], $8::text[], $9::text[])`),
+		insertLimits: f(`INSERT INTO {s}.limit_changes (player, seq, kind, at, amount, effective_at, period_days)
+			SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::timestamptz[], $5::int8[], $6::timestamptz[], $7::int4[])`),
+		insertJournal: f(`INSERT INTO {s}.journal (seq, line, at, account, side, amount, counterpart, event_type, ref, balance_after)
+			SELECT * FROM unnest($1::int8[], $2::int2[], $3::timestamptz[], $4::text[], $5::text[], $6::int8[], $7::text[], $8::text[], $9::text[],
+				$10::int8[])`),
 		addTotals: f(`INSERT INTO {s}.account_totals AS t (account, credits, debits)
 			SELECT * FROM unnest($1::text[], $2::int8[], $3::int8[])
 			ON CONFLICT (account) DO UPDATE SET credits = t.credits + EXCLUDED.credits, debits = t.debits + EXCLUDED.debits`),
@@ -59,7 +64,7 @@ func newStatements(schema, control string) *statements {
 		insertBlocks: f(`INSERT INTO {s}.blocks (` + blockColumns + `)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::int4[], $4::int8[], $5::int4[], $6::text[], $7::bytea[], $8::bytea[],
 				$9::bytea[], $10::timestamptz[], $11::timestamptz[], $12::int4[], $13::int4[], $14::int8[], $15::int8[], $16::int8[],
-				$17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::int8[], $22::int8[])`),
+				$17::int8[], $18::int8[], $19::int8[], $20::int8[], $21::int8[], $22::int8[], $23::int4[])`),
 		insertTiers: f(`INSERT INTO {s}.block_tiers (block, tier, lots, prize, assigned, paid)
 			SELECT * FROM unnest($1::text[], $2::int2[], $3::int4[], $4::int8[], $5::int4[], $6::int4[])`),
 		updateBlocks: f(`UPDATE {s}.blocks b SET state = COALESCE(u.state, b.state), seed = COALESCE(u.seed, b.seed),
@@ -67,11 +72,11 @@ func newStatements(schema, control string) *statements {
 				units_sold = b.units_sold + u.units_sold, sales = b.sales + u.sales, prizes_paid = b.prizes_paid + u.prizes_paid,
 				prizes_settled = b.prizes_settled + u.prizes_settled, prizes_owed = b.prizes_owed + u.prizes_owed,
 				prize_fund = b.prize_fund + u.prize_fund, stake_mismatch = b.stake_mismatch + u.stake_mismatch,
-				settle_mismatch = b.settle_mismatch + u.settle_mismatch, last_seq = u.last_seq
+				settle_mismatch = b.settle_mismatch + u.settle_mismatch, last_seq = u.last_seq, by_system = b.by_system + u.by_system
 			FROM unnest($1::text[], $2::text[], $3::bytea[], $4::timestamptz[], $5::int4[], $6::int4[], $7::int8[], $8::int8[],
-				$9::int8[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::int8[])
+				$9::int8[], $10::int8[], $11::int8[], $12::int8[], $13::int8[], $14::int8[], $15::int4[])
 				AS u(id, state, seed, closed_at, settled, units_sold, sales, prizes_paid, prizes_settled, prizes_owed, prize_fund,
-					stake_mismatch, settle_mismatch, last_seq)
+					stake_mismatch, settle_mismatch, last_seq, by_system)
 			WHERE b.id = u.id`),
 		updateTiers: f(`UPDATE {s}.block_tiers t SET assigned = t.assigned + u.assigned, paid = t.paid + u.paid
 			FROM unnest($1::text[], $2::int2[], $3::int4[], $4::int4[]) AS u(block, tier, assigned, paid)
@@ -88,18 +93,21 @@ func newStatements(schema, control string) *statements {
 				$9::int8[], $10::timestamptz[], $11::int8[])
 				AS u(id, player, proof_tier, proof_salt, proof_path, throws, status, tier, prize, settled_at, balance_after)
 			WHERE p.id = u.id AND p.player = u.player`),
-		addDays: f(`INSERT INTO {s}.days AS d (day, ` + counterColumns + `)
-			SELECT * FROM unnest($1::date[], $2::int4[], $3::int8[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[])
+		addDays: f(`INSERT INTO {s}.days AS d (day, ` + counterColumns + `, settled, settled_stakes, by_system)
+			SELECT * FROM unnest($1::date[], $2::int4[], $3::int8[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[],
+				$10::int4[], $11::int8[], $12::int4[])
 			ON CONFLICT (day) DO UPDATE SET units_sold = d.units_sold + EXCLUDED.units_sold, sales = d.sales + EXCLUDED.sales,
+				settled = d.settled + EXCLUDED.settled, settled_stakes = d.settled_stakes + EXCLUDED.settled_stakes,
+				by_system = d.by_system + EXCLUDED.by_system,
 				prizes_paid = d.prizes_paid + EXCLUDED.prizes_paid, prizes_settled = d.prizes_settled + EXCLUDED.prizes_settled,
 				prizes_owed = d.prizes_owed + EXCLUDED.prizes_owed, prize_fund = d.prize_fund + EXCLUDED.prize_fund,
 				stake_mismatch = d.stake_mismatch + EXCLUDED.stake_mismatch, settle_mismatch = d.settle_mismatch + EXCLUDED.settle_mismatch`),
 
 		account:       f(`SELECT ` + accountColumns + ` FROM {s}.accounts WHERE player = $1`),
 		accountsAfter: f(`SELECT ` + accountColumns + ` FROM {s}.accounts WHERE player > $1 ORDER BY player LIMIT $2`),
-		limitsOf: f(`SELECT player, seq, kind, at, amount, effective_at FROM {s}.limit_changes
+		limitsOf: f(`SELECT player, seq, kind, at, amount, effective_at, period_days FROM {s}.limit_changes
 			WHERE player = ANY($1) ORDER BY player, seq LIMIT $2`),
-		journal: f(`SELECT seq, line, at, account, side, amount, counterpart, event_type, ref FROM {s}.journal
+		journal: f(`SELECT ` + journalColumns + ` FROM {s}.journal
 			WHERE account = $1 AND (seq, line) > ($2, $3) ORDER BY seq, line LIMIT $4`),
 		totals:      f(`SELECT credits, debits FROM {s}.account_totals WHERE account = $1`),
 		allBlocks:   f(`SELECT ` + blockColumns + ` FROM {s}.blocks ORDER BY id LIMIT ` + fmt.Sprint(projections.ReconciliationRowsMax+1)),
@@ -112,8 +120,11 @@ func newStatements(schema, control string) *statements {
 		play:     f(`SELECT ` + playColumns + ` FROM {s}.plays WHERE id = $1 AND player = $2`),
 		emIDs:    f(`SELECT id FROM {s}.emissions ORDER BY id LIMIT ` + fmt.Sprint(projections.ReconciliationRowsMax+1)),
 		days:     f(`SELECT to_char(day, 'YYYY-MM-DD'), ` + counterColumns + ` FROM {s}.days ORDER BY day LIMIT ` + fmt.Sprint(projections.ReconciliationRowsMax+1)),
+		more:     newMoreStatements(f),
 	}
 }
+
+const journalColumns = `seq, line, at, account, side, amount, counterpart, event_type, ref, balance_after`
 
 // counted is a statement whose affected rows must be exactly want: an
 // update of a row that does not exist means an event for an unknown
@@ -138,12 +149,14 @@ func write(ctx context.Context, tx pgx.Tx, q *statements, c *projections.Changes
 			player, kind []string
 			seq, amount  []int64
 			at, eff      []time.Time
+			period       []int32
 		}
 		for _, l := range c.LimitChanges {
 			a.player, a.seq, a.kind = append(a.player, l.Player), append(a.seq, int64(l.Seq)), append(a.kind, string(l.Kind))
 			a.at, a.amount, a.eff = append(a.at, l.At), append(a.amount, int64(l.Limit)), append(a.eff, l.EffectiveAt)
+			a.period = append(a.period, int32(l.PeriodDays))
 		}
-		queue("limit changes", n, q.insertLimits, a.player, a.seq, a.kind, a.at, a.amount, a.eff)
+		queue("limit changes", n, q.insertLimits, a.player, a.seq, a.kind, a.at, a.amount, a.eff, a.period)
 	}
 	writeJournal(c, q, queue)
 	if n := len(c.Emissions); n > 0 {
@@ -164,6 +177,8 @@ func write(ctx context.Context, tx pgx.Tx, q *statements, c *projections.Changes
 	if n := len(c.Days); n > 0 {
 		var days []time.Time
 		var cols counterArrays
+		var settled, bySystem []int32
+		var settledStakes []int64
 		for _, d := range c.Days {
 			day, err := time.Parse(time.DateOnly, d.Day)
 			if err != nil {
@@ -171,8 +186,13 @@ func write(ctx context.Context, tx pgx.Tx, q *statements, c *projections.Changes
 			}
 			days = append(days, day)
 			cols.add(d.Counters)
+			settled, settledStakes, bySystem = append(settled, int32(d.Settled)), append(settledStakes, int64(d.SettledStakes)), append(bySystem, int32(d.BySystem))
 		}
-		queue("days", n, q.addDays, append([]any{days}, cols.args()...)...)
+		args := append([]any{days}, cols.args()...)
+		queue("days", n, q.addDays, append(args, settled, settledStakes, bySystem)...)
+	}
+	if err := writeControls(c, q.more, queue); err != nil {
+		return err
 	}
 	queue("checkpoint", 1, q.advance, int64(c.From-1), int64(c.To))
 
@@ -204,6 +224,7 @@ func writeAccounts(c *projections.Changes, q *statements, queue queueFunc) {
 		balance, dep, wd, staked, won, last []int64
 		plays                               []int32
 		excluded                            []bool
+		until                               []*time.Time
 	}
 	var upd struct {
 		player                     []string
@@ -211,6 +232,7 @@ func writeAccounts(c *projections.Changes, q *statements, queue queueFunc) {
 		dep, wd, staked, won, last []int64
 		plays                      []int32
 		excluded                   []bool
+		until                      []*time.Time
 	}
 	for _, a := range c.Accounts {
 		if a.Opened != nil {
@@ -219,6 +241,7 @@ func writeAccounts(c *projections.Changes, q *statements, queue queueFunc) {
 			ins.player, ins.opened, ins.balance = append(ins.player, row.Player), append(ins.opened, row.OpenedAt), append(ins.balance, int64(row.Balance))
 			ins.dep, ins.wd, ins.staked, ins.won = append(ins.dep, int64(row.Deposited)), append(ins.wd, int64(row.Withdrawn)), append(ins.staked, int64(row.Staked)), append(ins.won, int64(row.Won))
 			ins.plays, ins.excluded, ins.last = append(ins.plays, int32(row.Plays)), append(ins.excluded, row.SelfExcluded), append(ins.last, int64(row.LastSeq))
+			ins.until = append(ins.until, row.SelfExcludedUntil)
 			continue
 		}
 		var bal *int64
@@ -229,12 +252,13 @@ func writeAccounts(c *projections.Changes, q *statements, queue queueFunc) {
 		upd.player, upd.balance = append(upd.player, a.Player), append(upd.balance, bal)
 		upd.dep, upd.wd, upd.staked, upd.won = append(upd.dep, int64(a.Deposited)), append(upd.wd, int64(a.Withdrawn)), append(upd.staked, int64(a.Staked)), append(upd.won, int64(a.Won))
 		upd.plays, upd.excluded, upd.last = append(upd.plays, int32(a.Plays)), append(upd.excluded, a.SelfExcluded), append(upd.last, int64(a.LastSeq))
+		upd.until = append(upd.until, a.ExcludedUntil)
 	}
 	if n := len(ins.player); n > 0 {
-		queue("new accounts", n, q.insertAccounts, ins.player, ins.opened, ins.balance, ins.dep, ins.wd, ins.staked, ins.won, ins.plays, ins.excluded, ins.last)
+		queue("new accounts", n, q.insertAccounts, ins.player, ins.opened, ins.balance, ins.dep, ins.wd, ins.staked, ins.won, ins.plays, ins.excluded, ins.last, ins.until)
 	}
 	if n := len(upd.player); n > 0 {
-		queue("accounts", n, q.updateAccounts, upd.player, upd.balance, upd.dep, upd.wd, upd.staked, upd.won, upd.plays, upd.excluded, upd.last)
+		queue("accounts", n, q.updateAccounts, upd.player, upd.balance, upd.dep, upd.wd, upd.staked, upd.won, upd.plays, upd.excluded, upd.last, upd.until)
 	}
 }
 
@@ -247,11 +271,12 @@ func writeJournal(c *projections.Changes, q *statements, queue queueFunc) {
 	line := make([]int16, n)
 	at := make([]time.Time, n)
 	account, side, counterpart, typ, ref := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	balance := make([]*int64, n)
 	totals := map[string]*[2]int64{}
 	var order []string
 	for i, l := range c.Journal {
 		seq[i], line[i], at[i], account[i], side[i] = int64(l.Seq), int16(l.Line), l.At, l.Account, string(l.Side)
-		amount[i], counterpart[i], typ[i], ref[i] = int64(l.Amount), l.Counterpart, l.EventType, l.Ref
+		amount[i], counterpart[i], typ[i], ref[i], balance[i] = int64(l.Amount), l.Counterpart, l.EventType, l.Ref, amountPtr(l.BalanceAfter)
 		t := totals[l.Account]
 		if t == nil {
 			t = &[2]int64{}
@@ -264,7 +289,7 @@ func writeJournal(c *projections.Changes, q *statements, queue queueFunc) {
 			t[1] += int64(l.Amount)
 		}
 	}
-	queue("journal", n, q.insertJournal, seq, line, at, account, side, amount, counterpart, typ, ref)
+	queue("journal", n, q.insertJournal, seq, line, at, account, side, amount, counterpart, typ, ref, balance)
 	credits, debits := make([]int64, len(order)), make([]int64, len(order))
 	for i, a := range order {
 		credits[i], debits[i] = totals[a][0], totals[a][1]
@@ -295,6 +320,7 @@ func writeBlocks(c *projections.Changes, q *statements, queue queueFunc) {
 		id, emission, state    []string
 		idx, units, settled    []int32
 		price, last, openedSeq []int64
+		bySystem               []int32
 		seedHash, root, seed   [][]byte
 		opened                 []time.Time
 		closed                 []*time.Time
@@ -312,6 +338,7 @@ func writeBlocks(c *projections.Changes, q *statements, queue queueFunc) {
 		seed     [][]byte
 		closed   []*time.Time
 		settled  []int32
+		bySystem []int32
 		counters counterArrays
 		last     []int64
 	}
@@ -332,6 +359,7 @@ func writeBlocks(c *projections.Changes, q *statements, queue queueFunc) {
 			ins.seed = append(ins.seed, seedBytes(row.Seed))
 			ins.opened, ins.closed = append(ins.opened, row.OpenedAt), append(ins.closed, row.ClosedAt)
 			ins.counters.add(row.Counters)
+			ins.bySystem = append(ins.bySystem, int32(row.BySystem))
 			for t, tr := range row.Tiers {
 				tiers.block, tiers.tier = append(tiers.block, row.ID), append(tiers.tier, int16(t))
 				tiers.lots, tiers.prize = append(tiers.lots, int32(tr.Lots)), append(tiers.prize, int64(tr.Prize))
@@ -346,6 +374,7 @@ func writeBlocks(c *projections.Changes, q *statements, queue queueFunc) {
 		}
 		upd.id, upd.state, upd.seed, upd.closed = append(upd.id, bc.ID), append(upd.state, state), append(upd.seed, seedBytes(bc.Seed)), append(upd.closed, bc.ClosedAt)
 		upd.settled, upd.last = append(upd.settled, int32(bc.Settled)), append(upd.last, int64(bc.LastSeq))
+		upd.bySystem = append(upd.bySystem, int32(bc.BySystem))
 		upd.counters.add(bc.Counters)
 		for t := range bc.Assigned {
 			if bc.Assigned[t] != 0 || bc.Paid[t] != 0 {
@@ -357,13 +386,13 @@ func writeBlocks(c *projections.Changes, q *statements, queue queueFunc) {
 	if n := len(ins.id); n > 0 {
 		args := []any{ins.id, ins.emission, ins.idx, ins.price, ins.units, ins.state, ins.seedHash, ins.root, ins.seed, ins.opened, ins.closed, ins.settled}
 		args = append(args, ins.counters.args()...)
-		queue("new blocks", n, q.insertBlocks, append(args, ins.last, ins.openedSeq)...)
+		queue("new blocks", n, q.insertBlocks, append(args, ins.last, ins.openedSeq, ins.bySystem)...)
 		queue("new block tiers", len(tiers.block), q.insertTiers, tiers.block, tiers.tier, tiers.lots, tiers.prize, tiers.assigned, tiers.paid)
 	}
 	if n := len(upd.id); n > 0 {
 		args := []any{upd.id, upd.state, upd.seed, upd.closed, upd.settled}
 		args = append(args, upd.counters.args()...)
-		queue("blocks", n, q.updateBlocks, append(args, upd.last)...)
+		queue("blocks", n, q.updateBlocks, append(args, upd.last, upd.bySystem)...)
 	}
 	if n := len(tierUpd.block); n > 0 {
 		queue("block tiers", n, q.updateTiers, tierUpd.block, tierUpd.tier, tierUpd.assigned, tierUpd.paid)

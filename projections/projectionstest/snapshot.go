@@ -20,6 +20,9 @@ type Snapshot struct {
 	Blocks         []projections.BlockReport                          `json:"blocks"`
 	Histories      map[string][]projections.Play                      `json:"histories"`
 	Reconciliation map[projections.Scope][]projections.Reconciliation `json:"reconciliation"`
+	Bans           map[string][]projections.Ban                       `json:"bans"`
+	Statements     map[string]projections.Statement                   `json:"statements"`
+	Reports        projections.ReportData                             `json:"reports"`
 }
 
 // TakeSnapshot reads every row of a store, page by page (small pages, so
@@ -28,7 +31,8 @@ func TakeSnapshot(tb testing.TB, s projections.Store) *Snapshot {
 	tb.Helper()
 	ctx := context.Background()
 	snap := &Snapshot{Journals: map[string][]projections.JournalLine{}, Totals: map[string][2]domain.Amount{},
-		Histories: map[string][]projections.Play{}, Reconciliation: map[projections.Scope][]projections.Reconciliation{}}
+		Histories: map[string][]projections.Play{}, Reconciliation: map[projections.Scope][]projections.Reconciliation{},
+		Bans: map[string][]projections.Ban{}, Statements: map[string]projections.Statement{}}
 	var err error
 	if snap.Checkpoint, err = s.Checkpoint(ctx); err != nil {
 		tb.Fatalf("checkpoint: %v", err)
@@ -62,6 +66,15 @@ func TakeSnapshot(tb testing.TB, s projections.Store) *Snapshot {
 	for _, a := range snap.Accounts {
 		ledger = append(ledger, domain.PlayerAccount(a.Player))
 		snap.Histories[a.Player] = History(tb, s, a.Player, 4)
+		if snap.Bans[a.Player], err = s.Bans(ctx, a.Player); err != nil {
+			tb.Fatalf("bans of %s: %v", a.Player, err)
+		}
+		if snap.Statements[a.Player], err = s.Statement(ctx, projections.StatementQuery{Player: a.Player, Limit: projections.StatementPageMax}); err != nil {
+			tb.Fatalf("statement of %s: %v", a.Player, err)
+		}
+	}
+	if snap.Reports, err = s.ReportData(ctx); err != nil {
+		tb.Fatalf("report data: %v", err)
 	}
 	for _, acct := range ledger {
 		var lines []projections.JournalLine

@@ -39,6 +39,14 @@ func Run(t *testing.T, open Open) {
 	t.Run("ReadersNeverSeeHalfAnAppend", func(t *testing.T) { testWholeAppends(t, open, rules, w) })
 	t.Run("ResumesInsideAnAppend", func(t *testing.T) { testResumeInsideAnAppend(t, open, rules, w) })
 	t.Run("QueriesAreBounded", func(t *testing.T) { testBounds(t, open, rules, w) })
+	t.Run("Compliance", func(t *testing.T) {
+		s := open(t, rules, "compliance")
+		Project(t, s, w.Events, 5)
+		t.Run("Statements", func(t *testing.T) { testStatements(t, s, w) })
+		t.Run("Controls", func(t *testing.T) { testControls(t, s, w) })
+		t.Run("Reports", func(t *testing.T) { testReports(t, s, w) })
+	})
+	t.Run("Article3Report", func(t *testing.T) { testArticle3Report(t, open) })
 }
 
 // Project applies events to a store through a Runner with batches of at most
@@ -104,12 +112,23 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 		if a.SelfExcluded != la.SelfExcluded {
 			t.Errorf("account %s: self-excluded %v, ledger %v", id, a.SelfExcluded, la.SelfExcluded)
 		}
-		for _, when := range []time.Time{w.Now, w.Now.Add(domain.LimitRaiseDelay + time.Minute)} {
+		for _, when := range []time.Time{w.Now, w.Now.Add(w.Ledger.Settings.RaiseDelay() + time.Minute)} {
 			for kind, got := range map[domain.LimitKind]*projections.Limit{domain.DepositLimit: a.DepositLimit, domain.StakeLimit: a.StakeLimit} {
-				if l := la.Limits[kind]; l == nil || got == nil || got.At(when) != l.At(when) {
+				if l := la.Limits[domain.LimitKey{Kind: kind, Days: 7}]; l == nil || got == nil || got.At(when) != l.At(when) {
 					t.Errorf("account %s: %s limit %+v at %s, ledger %+v", id, kind, got, when, l)
 				}
 			}
+			if len(a.Limits) != len(la.Limits) {
+				t.Errorf("account %s: %d limits, ledger %d", id, len(a.Limits), len(la.Limits))
+			}
+			for _, got := range a.Limits {
+				if l := la.Limits[domain.LimitKey{Kind: got.Kind, Days: got.PeriodDays}]; l == nil || got.At(when) != l.At(when) {
+					t.Errorf("account %s: %s %d-day limit %+v at %s, ledger %+v", id, got.Kind, got.PeriodDays, got, when, l)
+				}
+			}
+		}
+		if !sameTime(a.SelfExcludedUntil, la.ExcludedUntil) || len(a.Bans) != len(la.Bans) {
+			t.Errorf("account %s: excluded until %v and bans %+v, ledger %v and %+v", id, a.SelfExcludedUntil, a.Bans, la.ExcludedUntil, la.Bans)
 		}
 		net += c - d
 	}
@@ -229,6 +248,15 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 			}
 		}
 	}
+}
+
+// sameTime compares an optional time of the read side with the ledger's
+// (zero for none), at the read side's precision.
+func sameTime(got *time.Time, want time.Time) bool {
+	if got == nil {
+		return want.IsZero()
+	}
+	return got.Equal(want.Truncate(projections.Precision))
 }
 
 func blockAccounts(blocks []projections.BlockReport) []string {

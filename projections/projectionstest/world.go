@@ -229,7 +229,36 @@ func Standard(tb testing.TB, rules *domain.RuleSet) *World {
 	w.Advance(20 * time.Minute)
 	w.Must(domain.CompletePlay{Play: cheap})
 	w.Must(domain.ConfigureAccount{Player: "p5", SelfExcluded: true})
+	w.controls()
 	return w
+}
+
+// Operator is the actor of the operator's commands in the worlds.
+var Operator = &domain.Actor{Role: domain.RoleOperator, Subject: "ops@tresor"}
+
+// controls adds the responsible-gaming controls of issue 14 to a world:
+// settings offering daily and monthly limits with a 48-hour raise delay, a
+// daily limit, a self-exclusion for a term and its extension, a ban lifted
+// and one in force.
+func (w *World) controls() {
+	w.tb.Helper()
+	s := domain.BaselineSettings()
+	s.Version, s.LimitPeriodsDays, s.LimitRaiseDelayHours = "test-2", []int{1, 7, 30}, 48
+	w.Advance(time.Minute)
+	w.Must(domain.AdoptSettings{Settings: s})
+	w.Must(domain.ConfigureAccount{Player: "p1", Limits: []domain.LimitSetting{{Kind: domain.DepositLimit, PeriodDays: 1, Amount: 10_000},
+		{Kind: domain.StakeLimit, PeriodDays: 30, Amount: 50_000}}, By: Operator},
+		domain.Deposit{Player: "p1", Amount: 2_000, Key: "p1-d-daily", By: Operator})
+	until := w.Now.Add(48 * time.Hour)
+	w.Must(domain.ConfigureAccount{Player: "p4", SelfExcludedUntil: &until, By: &domain.Actor{Role: domain.RolePlayer, Subject: "p4"}})
+	until = until.Add(24 * time.Hour)
+	w.Must(domain.ConfigureAccount{Player: "p4", SelfExcludedUntil: &until, By: Operator, Reason: "extension asked by phone"})
+	w.Advance(time.Minute)
+	w.Must(domain.BanPlayer{Player: "p2", Reference: "ANJ-1", Reason: "national list", By: Operator},
+		domain.BanPlayer{Player: "p3", Reference: "OP-9", Reason: "operator's list", By: Operator})
+	w.Advance(time.Minute)
+	w.Must(domain.LiftBan{Player: "p2", Ban: "B1", Reference: "ANJ-2", Reason: "removed from the list", By: Operator},
+		domain.Withdraw{Player: "p3", Amount: 100, Key: "p3-w-banned", By: Operator})
 }
 
 // Busy is a stream of plays at the rate of a busy day, for benchmarks:

@@ -115,8 +115,9 @@ export async function publicGet(path) {
 // the figures, follows it.
 const PLAIN = {
   insufficient_funds: 'Your balance is too low for this stake.',
-  limit_exceeded: 'This would go over your weekly limit.',
+  limit_exceeded: 'This would go over your limit.',
   self_excluded: 'Your account is self-excluded: it cannot stake.',
+  banned: 'Your account is under a ban: it cannot stake.',
   no_open_block: 'No block of this price is on sale right now: try another stake.',
   invalid_stake: 'This stake is not one of the game\'s prices.',
   unauthorized: 'Your token is missing, invalid or expired: sign in with a fresh one.',

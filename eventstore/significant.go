@@ -1,0 +1,194 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SignificantConfig configures the significant-event log: a JetStream
+// stream of its own, apart from the event log, with limits, so that what
+// it records (failed authentications, refused role checks) can neither
+// grow the event log nor slow its writer, and a flood of it stays bounded.
+// Zero fields take the documented defaults.
+type SignificantConfig struct {
+	// Stream is the stream's name (default "TRESOR_SIGNIFICANT").
+	Stream string
+	// SubjectPrefix is the first subject token (default
+	// "tresor-significant"); an entry of kind k is on <prefix>.<k>. It must
+	// not be the event log's prefix.
+	SubjectPrefix string
+	// Replicas is the stream's replica count (default 1).
+	Replicas int
+	// MaxAge is how long an entry is kept (default 400 days: a year and a
+	// margin for the yearly review of the logs).
+	MaxAge time.Duration
+	// MaxBytes bounds the stream (default 1 GiB); past it the oldest
+	// entries go first.
+	MaxBytes int64
+	// MaxPerKind bounds the entries of one kind (default 1 000 000), so
+	// that a flood of one kind (failed logins) never pushes out another
+	// (refused role checks).
+	MaxPerKind int64
+	// RequestTimeout bounds every request (default 10s).
+	RequestTimeout time.Duration
+}
+
+func (c *SignificantConfig) setDefaults() error {
+	if c.Stream == "" {
+		c.Stream = "TRESOR_SIGNIFICANT"
+	}
+	if c.SubjectPrefix == "" {
+		c.SubjectPrefix = "tresor-significant"
+	}
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.MaxAge == 0 {
+		c.MaxAge = 400 * 24 * time.Hour
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = 1 << 30
+	}
+	if c.MaxPerKind == 0 {
+		c.MaxPerKind = 1_000_000
+	}
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 10 * time.Second
+	}
+	switch {
+	case !validName(c.Stream, NameLenMax, false) || c.Stream == "TRESOR":
+		return fmt.Errorf("significant-event stream %q: %w", c.Stream, ErrInvalid)
+	case !validName(c.SubjectPrefix, NameLenMax, false) || c.SubjectPrefix == defaultSubjectPrefix:
+		return fmt.Errorf("significant-event subject prefix %q: %w", c.SubjectPrefix, ErrInvalid)
+	case c.Replicas < 1 || c.Replicas > 5 || c.MaxAge < 0 || c.MaxBytes < 0 || c.MaxPerKind < 0 || c.RequestTimeout < 0:
+		return fmt.Errorf("significant-event log limits: %w", ErrInvalid)
+	}
+	return nil
+}
+
+// LogEntry is one entry of the significant-event log: its stream
+// sequence, when the server stored it, its kind and its bytes.
+type LogEntry struct {
+	Seq  uint64
+	At   time.Time
+	Kind string
+	Data []byte
+}
+
+// SignificantLog is the significant-event log on JetStream.
+type SignificantLog struct {
+	cfg    SignificantConfig
+	js     jetstream.JetStream
+	stream jetstream.Stream
+}
+
+// OpenSignificantLog creates the significant-event stream, or brings an
+// existing one to the configured limits (unlike the event log's, they are
+// meant to change: they bound what is kept).
+func OpenSignificantLog(ctx context.Context, nc *nats.Conn, cfg SignificantConfig) (*SignificantLog, error) {
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
+	}
+	js, err := jetstream.New(nc, jetstream.WithDefaultTimeout(cfg.RequestTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("open significant-event log: jetstream: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
+	defer cancel()
+	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:              cfg.Stream,
+		Description:       "Tresor significant events: failed authentications and refused role checks (bounded; not the event log)",
+		Subjects:          []string{cfg.SubjectPrefix + ".>"},
+		Storage:           jetstream.FileStorage,
+		Replicas:          cfg.Replicas,
+		Retention:         jetstream.LimitsPolicy,
+		Discard:           jetstream.DiscardOld,
+		MaxAge:            cfg.MaxAge,
+		MaxBytes:          cfg.MaxBytes,
+		MaxMsgs:           -1,
+		MaxMsgsPerSubject: cfg.MaxPerKind,
+		MaxMsgSize:        4 << 10,
+		DenyDelete:        true,
+		DenyPurge:         true,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open significant-event log %s: %w", cfg.Stream, err)
+	}
+	return &SignificantLog{cfg: cfg, js: js, stream: st}, nil
+}
+
+// Append stores one entry of a kind (a subject token: 1–64 of
+// [A-Za-z0-9_-]) and returns its sequence once stored.
+func (l *SignificantLog) Append(ctx context.Context, kind string, data []byte) (uint64, error) {
+	if !validName(kind, NameLenMax, false) {
+		return 0, fmt.Errorf("significant-event kind %q: %w", kind, ErrInvalid)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
+	defer cancel()
+	ack, err := l.js.Publish(ctx, l.cfg.SubjectPrefix+"."+kind, data)
+	if err != nil {
+		return 0, fmt.Errorf("append to %s: %w", l.cfg.Stream, err)
+	}
+	return ack.Sequence, nil
+}
+
+// Read returns up to limit entries after sequence after, recorded at or
+// after since (zero: any), oldest first, up to the last entry stored when
+// it is called.
+func (l *SignificantLog) Read(ctx context.Context, after uint64, since time.Time, limit int) ([]LogEntry, error) {
+	ictx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
+	info, err := l.stream.Info(ictx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", l.cfg.Stream, err)
+	}
+	last := info.State.LastSeq
+	if limit < 1 || after >= last || info.State.Msgs == 0 {
+		return nil, nil
+	}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(after+1, info.State.FirstSeq)}
+	if !since.IsZero() && after == 0 {
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since}
+	}
+	cctx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
+	defer cancel()
+	cons, err := l.stream.OrderedConsumer(cctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("read %s after %d: %w", l.cfg.Stream, after, err)
+	}
+	it, err := cons.Messages(jetstream.PullMaxMessages(limit))
+	if err != nil {
+		return nil, fmt.Errorf("read %s after %d: %w", l.cfg.Stream, after, err)
+	}
+	defer it.Stop()
+	defer context.AfterFunc(cctx, it.Stop)()
+	var out []LogEntry
+	for len(out) < limit {
+		m, err := it.Next(jetstream.NextMaxWait(l.cfg.RequestTimeout))
+		if errors.Is(err, nats.ErrTimeout) {
+			// The entries left expired while being read: nothing more.
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", l.cfg.Stream, err)
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return nil, fmt.Errorf("read %s: %w", l.cfg.Stream, err)
+		}
+		kind := m.Subject()[len(l.cfg.SubjectPrefix)+1:]
+		if md.Timestamp.Before(since) {
+			continue
+		}
+		out = append(out, LogEntry{Seq: md.Sequence.Stream, At: md.Timestamp.UTC(), Kind: kind, Data: m.Data()})
+		if md.Sequence.Stream >= last {
+			break
+		}
+	}
+	return out, nil
+}
