@@ -267,7 +267,14 @@ func TestConcurrentStakesNeverOverdrawAndKeysAnswerOnce(t *testing.T) {
 }
 
 func TestAbandonedPlayIsCompletedBySystemAndPaid(t *testing.T) {
-	n := startNode(t, t.TempDir(), func(c *Config) { c.AbandonAfter = 100 * time.Millisecond })
+	// The writer's clock is the test's: a play is abandoned when the test
+	// says so, however slowly a loaded machine runs the plays before.
+	var clock atomic.Int64
+	clock.Store(time.Now().UnixNano())
+	n := startNode(t, t.TempDir(), func(c *Config) {
+		c.AbandonAfter = 10 * time.Minute
+		c.Clock = func() time.Time { return time.Unix(0, clock.Load()) }
+	})
 	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
 	fundedPlayer(t, n.w, "p1", 10000)
 	// given 30 plays, each left after one throw
@@ -275,6 +282,8 @@ func TestAbandonedPlayIsCompletedBySystemAndPaid(t *testing.T) {
 		r := exec(t, n.w, domain.PlaceStake{Player: "p1", Stake: 100, Key: fmt.Sprint(i)})
 		exec(t, n.w, domain.MakeThrow{Player: "p1", Play: r.Events[0].(*domain.StakePlaced).Play})
 	}
+	// when their players stay away longer than AbandonAfter
+	clock.Add(int64(11 * time.Minute))
 	// then the system completes and settles every one of them
 	n.waitAllSettled()
 	books, l, events := n.replay()
