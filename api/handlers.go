@@ -800,7 +800,7 @@ func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
 	if err := s.waitMin(r); err != nil {
 		return 0, nil, err
 	}
-	rows, err := s.cfg.Store.Reconciliation(r.Context(), scope)
+	rows, err := s.cfg.Store.Reconciliation(r.Context(), scope, "")
 	if err != nil {
 		return 0, nil, fmt.Errorf("reconciliation: %w", err)
 	}

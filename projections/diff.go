@@ -158,7 +158,7 @@ func (d *differ) walk(ctx context.Context, want, got Store) error {
 	}
 	for _, scope := range []Scope{ScopeBlock, ScopeEmission, ScopeDay} {
 		rows := func(s Store) iter.Seq2[Reconciliation, error] {
-			rows, err := s.Reconciliation(ctx, scope)
+			rows, err := s.Reconciliation(ctx, scope, "")
 			if err != nil {
 				err = fmt.Errorf("reconciliation by %s: %w", scope, err)
 			}

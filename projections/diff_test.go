@@ -135,8 +135,8 @@ func (e *editing) History(ctx context.Context, player, before string, limit int)
 	return page, err
 }
 
-func (e *editing) Reconciliation(ctx context.Context, scope projections.Scope) ([]projections.Reconciliation, error) {
-	rows, err := e.Store.Reconciliation(ctx, scope)
+func (e *editing) Reconciliation(ctx context.Context, scope projections.Scope, emission string) ([]projections.Reconciliation, error) {
+	rows, err := e.Store.Reconciliation(ctx, scope, emission)
 	for i := range rows {
 		e.edit(&rows[i])
 	}
