@@ -241,9 +241,15 @@ func TestRateLimitKeysOnTheTokensIdentity(t *testing.T) {
 // emission rows keep that emission's, block rows that emission's blocks',
 // day rows that emission's blocks' activity, and each emission's day rows
 // add up to the day rows of every emission, in JSON and CSV; from and to
-// filter day rows only.
-func TestReconciliationFiltersByEmission(t *testing.T) {
-	s := startServe(t, t.TempDir())
+// filter day rows only. Both stores.
+func TestReconciliationFiltersByEmission(t *testing.T) { testReconciliationFilters(t) }
+
+func TestReconciliationFiltersByEmissionPostgres(t *testing.T) {
+	testReconciliationFilters(t, "--database-url", freshDatabase(t))
+}
+
+func testReconciliationFilters(t *testing.T, args ...string) {
+	s := startServe(t, t.TempDir(), args...)
 	op, fin := s.token("operator", ""), s.token("finance", "")
 	e1 := s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":2}`})
 	e2 := s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"2.00","blocks":1}`})
