@@ -13,7 +13,7 @@ SELECT day, emission, sum(units_sold), sum(sales), sum(prizes_paid), sum(prizes_
     sum(stake_mismatch), sum(settle_mismatch), sum(settled), sum(settled_stakes), sum(by_system)
 FROM (
     -- Stakes, and the Article 3 prize of the unit each was assigned in
-    -- the same append (UnitAssigned follows its StakePlaced).
+    -- the same append, at the same time (UnitAssigned follows its StakePlaced).
     SELECT (p.at AT TIME ZONE 'UTC')::date AS day, b.emission, 1 AS units_sold, p.stake AS sales, 0 AS prizes_paid,
         0 AS prizes_settled, coalesce(t.prize, 0) AS prizes_owed, 0 AS prize_fund, abs(p.stake - b.price) AS stake_mismatch,
         0 AS settle_mismatch, 0 AS settled, 0 AS settled_stakes, 0 AS by_system
