@@ -768,10 +768,10 @@ type reconciliationJSON struct {
 
 // reconciliation answers per emission, per block or per day (scope; day
 // when only from or to is given, emission otherwise). emission=ID keeps one
-// emission's rows: its own (scope=emission) or its blocks' (scope=block).
-// Day rows add up every emission's activity, so emission= with scope=day
-// is refused rather than answered unfiltered; from and to (YYYY-MM-DD,
-// inclusive) filter day rows only, and are refused with another scope.
+// emission's rows: its own (scope=emission), its blocks' (scope=block) or
+// the days of its blocks' activity (scope=day; without emission= a day row
+// adds up every emission's). from and to (YYYY-MM-DD, UTC days, inclusive)
+// filter day rows only, and are refused with another scope.
 func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
 	q := r.URL.Query()
 	emission, from, to := q.Get("emission"), q.Get("from"), q.Get("to")
@@ -787,8 +787,6 @@ func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
 	switch {
 	case emission != "" && !domain.ValidID(emission):
 		return 0, nil, invalidf("emission %.80q is not valid", emission)
-	case emission != "" && scope == projections.ScopeDay:
-		return 0, nil, invalidf("emission %s: day rows add up every emission; ask scope=emission or scope=block", emission)
 	case (from != "" || to != "") && scope != projections.ScopeDay:
 		return 0, nil, invalidf("from and to filter day rows: ask scope=day, not scope=%s", scope)
 	}
@@ -800,13 +798,14 @@ func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
 	if err := s.waitMin(r); err != nil {
 		return 0, nil, err
 	}
-	rows, err := s.cfg.Store.Reconciliation(r.Context(), scope)
+	rows, err := s.cfg.Store.Reconciliation(r.Context(), scope, emission)
 	if err != nil {
 		return 0, nil, fmt.Errorf("reconciliation: %w", err)
 	}
+	// from and to are empty unless scope=day: day keys sort as dates.
 	kept := rows[:0]
 	for _, row := range rows {
-		if keepRow(row, emission, from, to) {
+		if (from == "" || row.Key >= from) && (to == "" || row.Key <= to) {
 			kept = append(kept, row)
 		}
 	}
@@ -818,18 +817,4 @@ func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
 		return http.StatusOK, csvBody(buf.String()), nil
 	}
 	return http.StatusOK, reconciliationJSON{Rows: kept}, nil
-}
-
-// keepRow reports whether a reconciliation row passes the filters: the
-// emission (of an emission row, or of a block row's block) and the days
-// between from and to ("" for no bound).
-func keepRow(row projections.Reconciliation, emission, from, to string) bool {
-	switch row.Scope {
-	case projections.ScopeEmission:
-		return emission == "" || row.Key == emission
-	case projections.ScopeBlock:
-		e, _ := domain.BlockEmission(row.Key)
-		return emission == "" || e == emission
-	}
-	return (from == "" || row.Key >= from) && (to == "" || row.Key <= to)
 }

@@ -156,17 +156,37 @@ func (d *differ) walk(ctx context.Context, want, got Store) error {
 			return err
 		}
 	}
-	for _, scope := range []Scope{ScopeBlock, ScopeEmission, ScopeDay} {
+	// Every scope, then each emission's days (kept apart from the days of
+	// every emission, so they may differ on their own).
+	type query struct {
+		scope    Scope
+		emission string
+	}
+	queries := []query{{ScopeBlock, ""}, {ScopeEmission, ""}, {ScopeDay, ""}}
+	emissions := map[string]bool{}
+	for b := range d.blocks {
+		if e, ok := domain.BlockEmission(b); ok {
+			emissions[e] = true
+		}
+	}
+	for _, e := range slices.Sorted(maps.Keys(emissions)) {
+		queries = append(queries, query{ScopeDay, e})
+	}
+	for _, q := range queries {
 		rows := func(s Store) iter.Seq2[Reconciliation, error] {
-			rows, err := s.Reconciliation(ctx, scope)
+			rows, err := s.Reconciliation(ctx, q.scope, q.emission)
 			if err != nil {
-				err = fmt.Errorf("reconciliation by %s: %w", scope, err)
+				err = fmt.Errorf("reconciliation by %s: %w", q.scope, err)
 			}
 			return rowsOf(rows, err)
 		}
+		prefix := string(q.scope) + "/"
+		if q.emission != "" {
+			prefix += q.emission + "/"
+		}
 		err := merge(d, "reconciliation", rows(want), rows(got),
 			func(a, b Reconciliation) int { return cmp.Compare(a.Key, b.Key) },
-			func(r Reconciliation) string { return string(scope) + "/" + r.Key },
+			func(r Reconciliation) string { return prefix + r.Key },
 			func(key string, w, g Reconciliation) error { return d.row("reconciliation", key, w, g) })
 		if err != nil {
 			return err

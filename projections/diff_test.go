@@ -135,8 +135,8 @@ func (e *editing) History(ctx context.Context, player, before string, limit int)
 	return page, err
 }
 
-func (e *editing) Reconciliation(ctx context.Context, scope projections.Scope) ([]projections.Reconciliation, error) {
-	rows, err := e.Store.Reconciliation(ctx, scope)
+func (e *editing) Reconciliation(ctx context.Context, scope projections.Scope, emission string) ([]projections.Reconciliation, error) {
+	rows, err := e.Store.Reconciliation(ctx, scope, emission)
 	for i := range rows {
 		e.edit(&rows[i])
 	}
@@ -191,6 +191,38 @@ func TestDiffSeesEveryField(t *testing.T) {
 				}
 				t.Fatalf("changing %s.%s: Diff found %v, want a difference of %s field %q", typ.Name(), f.Name, diffs, wantModel, name)
 			})
+		}
+	}
+}
+
+// emissionDaysOff serves one emission's day rows with their sales off by a
+// cent, and every other reconciliation as it is.
+type emissionDaysOff struct {
+	projections.Store
+	emission string
+}
+
+func (e emissionDaysOff) Reconciliation(ctx context.Context, scope projections.Scope, emission string) ([]projections.Reconciliation, error) {
+	rows, err := e.Store.Reconciliation(ctx, scope, emission)
+	for i := range rows {
+		if scope == projections.ScopeDay && emission == e.emission {
+			rows[i].Sales++
+		}
+	}
+	return rows, err
+}
+
+// TestDiffSeesOneEmissionsDays: an emission's day rows are compared apart
+// from the days of every emission, which stay equal here.
+func TestDiffSeesOneEmissionsDays(t *testing.T) {
+	base, _ := standardStore(t, 50)
+	diffs, err := projections.Diff(context.Background(), base, emissionDaysOff{Store: base, emission: "E0002"}, 10)
+	if err != nil || len(diffs) == 0 {
+		t.Fatalf("Diff with E0002's days off: %v, %v", diffs, err)
+	}
+	for _, d := range diffs {
+		if d.Model != "reconciliation" || !strings.HasPrefix(d.Key, "day/E0002/") || d.Field != "sales" {
+			t.Errorf("difference %+v, want E0002's day sales only", d)
 		}
 	}
 }

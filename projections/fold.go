@@ -96,11 +96,13 @@ type PlayChange struct {
 	BalanceAfter *domain.Amount
 }
 
-// blockFacts are the facts of a block that events naming it need: its price
-// and the Article 3 prize of each tier.
+// blockFacts are the facts of a block that events naming it need: its
+// emission (whose day rows its activity goes to), its price and the Article
+// 3 prize of each tier.
 type blockFacts struct {
-	price  domain.Amount
-	prizes [domain.TierCount]domain.Amount
+	emission string
+	price    domain.Amount
+	prizes   [domain.TierCount]domain.Amount
 }
 
 // Projector folds batches of events into Changes. It knows the rules and the
@@ -120,8 +122,7 @@ func NewProjector(rules *domain.RuleSet) *Projector {
 
 // Know records a block already applied (from a store's rows).
 func (p *Projector) Know(b *BlockRow) {
-	var f blockFacts
-	f.price = b.Price
+	f := blockFacts{emission: b.Emission, price: b.Price}
 	for t, row := range b.Tiers {
 		f.prizes[t] = row.Prize
 	}
@@ -244,8 +245,7 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		}
 		row := &BlockRow{ID: e.Block, Emission: e.Emission, Index: e.Index, Price: e.Price, Units: e.Commitment.Units,
 			State: domain.BlockStateOpen, Commitment: e.Commitment, OpenedAt: at, OpenedSeq: seq}
-		var f blockFacts
-		f.price = e.Price
+		f := blockFacts{emission: e.Emission, price: e.Price}
 		for t, lot := range table.Lots {
 			row.Tiers[t] = TierRow{Lots: lot.Count, Prize: lot.Amount}
 			f.prizes[t] = lot.Amount
@@ -254,7 +254,7 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		b := c.block(e.Block, seq)
 		b.Opened = row
 		b.Counters.PrizeFund += table.Total
-		c.day(at).Counters.PrizeFund += table.Total
+		c.day(at, e.Emission).Counters.PrizeFund += table.Total
 	case *domain.BlockExhausted:
 		state := domain.BlockStateExhausted
 		c.block(e.Block, seq).State = &state
@@ -275,7 +275,7 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		a.Balance, a.Staked, a.Plays = amountPtr(e.Balance), a.Staked+e.Stake, a.Plays+1
 		d := Counters{UnitsSold: 1, Sales: e.Stake, StakeMismatch: abs(e.Stake - f.price)}
 		c.block(e.Block, seq).Counters.Add(d)
-		c.day(at).Counters.Add(d)
+		c.day(at, f.emission).Counters.Add(d)
 		if c.plays[e.Play] != nil {
 			return errorsf(ErrInvalid, "play %s staked twice", e.Play)
 		}
@@ -299,7 +299,7 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		b.Assigned[e.Proof.Tier]++
 		d := Counters{PrizesOwed: f.prizes[e.Proof.Tier]}
 		b.Counters.Add(d)
-		c.day(at).Counters.Add(d)
+		c.day(at, f.emission).Counters.Add(d)
 		proof := e.Proof
 		pc := c.play(e.Play, e.Player)
 		if pc.New != nil {
@@ -328,7 +328,7 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		b.Paid[e.Tier]++
 		d := Counters{PrizesSettled: e.Prize, SettleMismatch: abs(f.prizes[e.Tier] - e.Prize)}
 		b.Counters.Add(d)
-		day := c.day(at)
+		day := c.day(at, f.emission)
 		day.Counters.Add(d)
 		day.Settled++
 		day.SettledStakes += f.price
@@ -348,14 +348,15 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 			pc.Status, pc.Tier, pc.Prize, pc.SettledAt = &status, &tier, &prize, &at
 		}
 	case *domain.PrizePaid:
-		if _, err := p.blockFacts(c, e.Block); err != nil {
+		f, err := p.blockFacts(c, e.Block)
+		if err != nil {
 			return err
 		}
 		a := c.account(e.Player, seq)
 		a.Balance, a.Won = amountPtr(e.Balance), a.Won+e.Amount
 		d := Counters{PrizesPaid: e.Amount}
 		c.block(e.Block, seq).Counters.Add(d)
-		c.day(at).Counters.Add(d)
+		c.day(at, f.emission).Counters.Add(d)
 		pc := c.play(e.Play, e.Player)
 		if pc.New != nil {
 			pc.New.BalanceAfter = e.Balance
@@ -441,52 +442,56 @@ func (c *Changes) play(id, player string) *PlayChange {
 	return p
 }
 
-func (c *Changes) day(at time.Time) *Day {
-	return dayOf(c.days, &c.Days, at, func(k string) *Day { return &Day{Day: k} })
+// day returns the batch's row of at's day and an emission's activity.
+func (c *Changes) day(at time.Time, emission string) *Day {
+	return dayOf(c.days, &c.Days, &Day{Day: DayKey(at), Emission: emission})
 }
 
-// dayOf returns the row of at's day in m, made blank and listed when new.
-func dayOf[P any](m map[string]P, list *[]P, at time.Time, blank func(day string) P) P {
-	k := DayKey(at)
+// dayOf returns the row of blank's key in m, blank itself listed when new.
+func dayOf[T any, P DayRow[T]](m map[string]P, list *[]P, blank P) P {
+	k := blank.RowKey()
 	d, ok := m[k]
 	if !ok {
-		d = blank(k)
+		d = blank
 		m[k] = d
 		*list = append(*list, d)
 	}
 	return d
 }
 
-// DayRow is a row kept per UTC day that batches add deltas to.
+// DayRow is a row kept per UTC day (and, for a Day, per emission) that
+// batches add deltas to.
 type DayRow[T any] interface {
 	*T
-	// DayKey is the row's day.
-	DayKey() string
-	// Add adds a delta of the same day.
+	// RowKey is the row's key: its day, then its emission if any, so
+	// that keys sort by day.
+	RowKey() string
+	// Add adds a delta of the same key.
 	Add(*T)
 }
 
-// AddByDay adds each delta to the row of its day, the delta itself (a
-// copy) when the day has no row yet: the in-memory store's way.
+// AddByDay adds each delta to the row of its key, the delta itself (a
+// copy) when the key has no row yet: the in-memory store's way.
 func AddByDay[T any, P DayRow[T]](rows map[string]P, deltas []P) {
 	for _, d := range deltas {
-		if row, ok := rows[d.DayKey()]; ok {
+		if row, ok := rows[d.RowKey()]; ok {
 			row.Add(d)
 			continue
 		}
 		row := *d
-		rows[d.DayKey()] = P(&row)
+		rows[d.RowKey()] = P(&row)
 	}
 }
 
-// DayKey implements DayRow.
-func (d *Day) DayKey() string { return d.Day }
+// RowKey implements DayRow: days are of one length, so keys sort by day,
+// then by emission.
+func (d *Day) RowKey() string { return d.Day + " " + d.Emission }
 
-// DayKey implements DayRow.
-func (d *CashDay) DayKey() string { return d.Day }
+// RowKey implements DayRow.
+func (d *CashDay) RowKey() string { return d.Day }
 
 func (c *Changes) cashDay(at time.Time) *CashDay {
-	return dayOf(c.cashDays, &c.CashDays, at, func(k string) *CashDay { return &CashDay{Day: k} })
+	return dayOf(c.cashDays, &c.CashDays, &CashDay{Day: DayKey(at)})
 }
 
 // Add adds a day's deltas to the day.

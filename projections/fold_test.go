@@ -63,8 +63,8 @@ func TestRecordsWithoutEventsMoveTheCheckpoint(t *testing.T) {
 		}
 	}
 	for _, scope := range []projections.Scope{projections.ScopeBlock, projections.ScopeDay} {
-		a, _ := plain.Reconciliation(ctx, scope)
-		b, _ := withSeals.Reconciliation(ctx, scope)
+		a, _ := plain.Reconciliation(ctx, scope, "")
+		b, _ := withSeals.Reconciliation(ctx, scope, "")
 		if len(a) != len(b) {
 			t.Fatalf("%s: %d rows with seals, %d without", scope, len(b), len(a))
 		}

@@ -503,16 +503,35 @@ func Reconcile(scope Scope, key string, c Counters, tableMismatch domain.Amount)
 // DayKey is the UTC calendar day reconciliation files a time under.
 func DayKey(t time.Time) string { return t.UTC().Format(time.DateOnly) }
 
-// Day is one day's counters: what reconciliation adds up, and the plays
-// settled that day (for the plays in progress at its end).
+// Day is one day's counters of one emission's blocks: what reconciliation
+// adds up, and the plays settled that day (for the plays in progress at its
+// end). The read models keep a row per day and emission (emissions are a
+// few a month), so that reconciliation answers one emission's days; the
+// reports sum a day's rows (SumDays), and their rows have no emission.
 type Day struct {
 	Day      string   `json:"day"`
+	Emission string   `json:"emission,omitempty"`
 	Counters Counters `json:"counters"`
 	// Settled counts the plays settled that day, SettledStakes their
 	// stakes (at their blocks' price), BySystem those the system completed.
 	Settled       int           `json:"settled"`
 	SettledStakes domain.Amount `json:"settled_stakes"`
 	BySystem      int           `json:"by_system"`
+}
+
+// SumDays adds up the rows of each day, rows in day order, into one row
+// per day without an emission.
+func SumDays(rows []Day) []Day {
+	var out []Day
+	for _, d := range rows {
+		if n := len(out); n > 0 && out[n-1].Day == d.Day {
+			out[n-1].Add(&d)
+			continue
+		}
+		out = append(out, Day{Day: d.Day})
+		out[len(out)-1].Add(&d)
+	}
+	return out
 }
 
 // CashDay is one day's money paid into and out of players' accounts: with

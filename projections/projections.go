@@ -154,8 +154,11 @@ type Store interface {
 	Play(ctx context.Context, player, id string) (Play, error)
 
 	// Reconciliation returns finance's reconciliation rows of a scope (per
-	// block, per emission or per day), in key order.
-	Reconciliation(ctx context.Context, scope Scope) ([]Reconciliation, error)
+	// block, per emission or per day), in key order. A non-empty emission
+	// keeps that emission's rows: its own, its blocks', or its days' (the
+	// activity of its blocks alone); without one, a day row adds up every
+	// emission's activity. It returns ErrInvalid for another scope.
+	Reconciliation(ctx context.Context, scope Scope, emission string) ([]Reconciliation, error)
 
 	// Statement returns, in one snapshot, a player's balances before the
 	// query's period and before its end and a page of the movements

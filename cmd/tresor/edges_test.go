@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/settlement"
 )
 
@@ -238,10 +239,17 @@ func TestRateLimitKeysOnTheTokensIdentity(t *testing.T) {
 
 // TestReconciliationFiltersByEmission checks ?emission= with every scope:
 // emission rows keep that emission's, block rows that emission's blocks',
-// and day rows, which add up every emission, refuse it; from and to filter
-// day rows only.
-func TestReconciliationFiltersByEmission(t *testing.T) {
-	s := startServe(t, t.TempDir())
+// day rows that emission's blocks' activity, and each emission's day rows
+// add up to the day rows of every emission, in JSON and CSV; from and to
+// filter day rows only. Both stores.
+func TestReconciliationFiltersByEmission(t *testing.T) { testReconciliationFilters(t) }
+
+func TestReconciliationFiltersByEmissionPostgres(t *testing.T) {
+	testReconciliationFilters(t, "--database-url", freshDatabase(t))
+}
+
+func testReconciliationFilters(t *testing.T, args ...string) {
+	s := startServe(t, t.TempDir(), args...)
 	op, fin := s.token("operator", ""), s.token("finance", "")
 	e1 := s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":2}`})
 	e2 := s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"2.00","blocks":1}`})
@@ -268,8 +276,78 @@ func TestReconciliationFiltersByEmission(t *testing.T) {
 			t.Errorf("reconciliation?%s: rows %v, want %v", query, got, want)
 		}
 	}
-	for _, query := range []string{"scope=day&emission=" + id1, "from=2000-01-01&emission=" + id1, "scope=block&from=2000-01-01", "scope=emission&to=2000-01-01", "emission=bad%20id", "scope=week"} {
+	for _, query := range []string{"scope=day&emission=bad%20id", "scope=block&from=2000-01-01", "scope=emission&to=2000-01-01", "emission=bad%20id", "scope=week", "scope=day&emission=" + id1 + "&from=2000-1-1"} {
 		s.problem(400, "invalid_request", call{"GET", "/v1/reconciliation?" + query, fin, "", ""})
+	}
+
+	// Both emissions sell: each one's day rows are its own activity, and
+	// they add up, to the cent, to the day rows of every emission.
+	p1 := s.token("player", "p-1")
+	s.must(200, call{"PUT", "/v1/players/p-1", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"100.00"}`})
+	s.must(200, call{"POST", "/v1/players/p-1/deposits", op, "d1", `{"amount":"50.00"}`})
+	for i, stake := range []string{"1.00", "2.00", "1.00", "2.00", "1.00"} {
+		play := s.must(201, call{"POST", "/v1/players/p-1/plays", p1, fmt.Sprint("s", i), `{"stake":"` + stake + `"}`})["play_id"].(string)
+		for n := 1; n <= domain.ThrowCount; n++ {
+			s.must(200, call{"POST", "/v1/players/p-1/plays/" + play + "/throws", p1, "", fmt.Sprintf(`{"throw":%d}`, n)})
+		}
+	}
+	rows := func(query string) []map[string]any {
+		t.Helper()
+		var out []map[string]any
+		for _, r := range s.must(200, call{"GET", "/v1/reconciliation?" + query, fin, "", ""})["rows"].([]any) {
+			out = append(out, r.(map[string]any))
+		}
+		return out
+	}
+	figures := []string{"sales", "prizes_paid", "prizes_owed", "prize_fund", "prize_fund_left", "house_margin", "difference"}
+	add := func(sum map[string]domain.Amount, r map[string]any) {
+		t.Helper()
+		sum["units_sold"] += domain.Amount(r["units_sold"].(float64))
+		for _, f := range figures {
+			var a domain.Amount
+			if err := a.UnmarshalText([]byte(r[f].(string))); err != nil {
+				t.Fatalf("%s of %v: %v", f, r, err)
+			}
+			sum[f] += a
+		}
+	}
+	perDay := map[string]map[string]domain.Amount{}
+	for _, id := range []string{id1, id2} {
+		days, total := rows("scope=day&emission="+id), map[string]domain.Amount{}
+		if len(days) == 0 {
+			t.Fatalf("emission %s sold and has no day rows", id)
+		}
+		for _, d := range days {
+			add(total, d)
+			if perDay[d["key"].(string)] == nil {
+				perDay[d["key"].(string)] = map[string]domain.Amount{}
+			}
+			add(perDay[d["key"].(string)], d)
+		}
+		own := map[string]domain.Amount{}
+		add(own, rows("emission=" + id)[0])
+		if fmt.Sprint(total) != fmt.Sprint(own) {
+			t.Errorf("emission %s: its days add up to %v, its row is %v", id, total, own)
+		}
+		first := days[0]["key"].(string)
+		if got := rows("emission=" + id + "&from=" + first + "&to=" + first); len(got) != 1 || fmt.Sprint(got[0]) != fmt.Sprint(days[0]) {
+			t.Errorf("emission %s from and to %s: %v, want %v", id, first, got, days[0])
+		}
+		csv, _ := s.getCSV("/v1/reconciliation?scope=day&emission="+id, fin)
+		if len(csv) != len(days)+1 || csv[1][0] != "day" || csv[1][1] != first || csv[1][3] != days[0]["sales"] {
+			t.Errorf("emission %s as CSV: %v, want the rows %v", id, csv, days)
+		}
+	}
+	all := rows("scope=day")
+	for _, d := range all {
+		sum := map[string]domain.Amount{}
+		add(sum, d)
+		if fmt.Sprint(perDay[d["key"].(string)]) != fmt.Sprint(sum) {
+			t.Errorf("day %s: the emissions' rows add up to %v, the day's row is %v", d["key"], perDay[d["key"].(string)], sum)
+		}
+	}
+	if len(all) != len(perDay) {
+		t.Errorf("days of every emission %v, of each %v", all, perDay)
 	}
 	s.stop()
 }

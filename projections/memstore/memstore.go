@@ -39,7 +39,7 @@ type Store struct {
 	blockIDs   []string // sorted
 	plays      map[string]*projections.Play
 	history    map[string][]*projections.Play // per player, oldest first
-	days       map[string]*projections.Day
+	days       map[string]*projections.Day    // per day and emission (Day.RowKey)
 	cashDays   map[string]*projections.CashDay
 	// bans holds each player's bans, oldest first.
 	bans map[string][]*projections.Ban
@@ -404,18 +404,22 @@ func copyPlay(p *projections.Play) projections.Play {
 }
 
 // Reconciliation implements projections.Store.
-func (s *Store) Reconciliation(_ context.Context, scope projections.Scope) ([]projections.Reconciliation, error) {
+func (s *Store) Reconciliation(_ context.Context, scope projections.Scope, emission string) ([]projections.Reconciliation, error) {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	out := []projections.Reconciliation{}
 	switch scope {
 	case projections.ScopeBlock:
 		for _, id := range s.blockIDs {
-			b := s.blocks[id]
-			out = append(out, projections.Reconcile(scope, id, b.Counters, b.TableMismatch()))
+			if b := s.blocks[id]; emission == "" || b.Emission == emission {
+				out = append(out, projections.Reconcile(scope, id, b.Counters, b.TableMismatch()))
+			}
 		}
 	case projections.ScopeEmission:
 		for _, id := range sortedKeys(s.emissions) {
+			if emission != "" && id != emission {
+				continue
+			}
 			var c projections.Counters
 			var mismatch domain.Amount
 			for _, bid := range s.blockIDs {
@@ -427,13 +431,25 @@ func (s *Store) Reconciliation(_ context.Context, scope projections.Scope) ([]pr
 			out = append(out, projections.Reconcile(scope, id, c, mismatch))
 		}
 	case projections.ScopeDay:
-		for _, day := range sortedKeys(s.days) {
-			out = append(out, projections.Reconcile(scope, day, s.days[day].Counters, 0))
+		for _, d := range s.daysOf(emission) {
+			out = append(out, projections.Reconcile(scope, d.Day, d.Counters, 0))
 		}
 	default:
 		return nil, fmt.Errorf("reconciliation: %w: scope %q", projections.ErrInvalid, scope)
 	}
 	return out, nil
+}
+
+// daysOf returns the day rows of an emission's blocks, or every emission's
+// ("") added up per day, in day order.
+func (s *Store) daysOf(emission string) []projections.Day {
+	var days []projections.Day
+	for _, k := range sortedKeys(s.days) {
+		if d := s.days[k]; emission == "" || d.Emission == emission {
+			days = append(days, *d)
+		}
+	}
+	return projections.SumDays(days)
 }
 
 // Statement implements projections.Store. A player's journal lines are in
@@ -496,9 +512,7 @@ func (s *Store) ReportData(context.Context) (projections.ReportData, error) {
 	for _, id := range sortedKeys(s.emissions) {
 		d.Emissions = append(d.Emissions, s.emissions[id])
 	}
-	for _, day := range sortedKeys(s.days) {
-		d.Days = append(d.Days, *s.days[day])
-	}
+	d.Days = s.daysOf("")
 	for _, day := range sortedKeys(s.cashDays) {
 		d.CashDays = append(d.CashDays, *s.cashDays[day])
 	}

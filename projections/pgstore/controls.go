@@ -42,8 +42,9 @@ func newMoreStatements(f func(string) string) *moreStatements {
 			SELECT * FROM unnest($1::date[], $2::int8[], $3::int8[])
 			ON CONFLICT (day) DO UPDATE SET deposits = d.deposits + EXCLUDED.deposits, withdrawals = d.withdrawals + EXCLUDED.withdrawals`),
 		cashDays: f(`SELECT to_char(day, 'YYYY-MM-DD'), deposits, withdrawals FROM {s}.cash_days ORDER BY day LIMIT ` + rowsMax),
-		reportDays: f(`SELECT to_char(day, 'YYYY-MM-DD'), ` + counterColumns + `, settled, settled_stakes, by_system
-			FROM {s}.days ORDER BY day LIMIT ` + rowsMax),
+		// The reports' days add up every emission's rows.
+		reportDays: f(`SELECT to_char(day, 'YYYY-MM-DD'), ` + daySums + `, sum(settled)::int4, sum(settled_stakes)::int8, sum(by_system)::int4
+			FROM {s}.days GROUP BY day ORDER BY day LIMIT ` + rowsMax),
 		emissions:     f(`SELECT id, price, blocks, rules_version, created_at FROM {s}.emissions ORDER BY id LIMIT ` + rowsMax),
 		accountExists: f(`SELECT EXISTS (SELECT 1 FROM {s}.accounts WHERE player = $1)`),
 		// A player's journal lines are in the order of their times: the

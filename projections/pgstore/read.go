@@ -412,7 +412,7 @@ func (s *Store) Play(ctx context.Context, player, id string) (projections.Play, 
 
 // Reconciliation implements projections.Store. The three scopes read one
 // consistent snapshot (a repeatable-read transaction).
-func (s *Store) Reconciliation(ctx context.Context, scope projections.Scope) ([]projections.Reconciliation, error) {
+func (s *Store) Reconciliation(ctx context.Context, scope projections.Scope, emission string) ([]projections.Reconciliation, error) {
 	if !projections.ValidScope(scope) {
 		return nil, fmt.Errorf("reconciliation: %w: scope %q", projections.ErrInvalid, scope)
 	}
@@ -424,7 +424,7 @@ func (s *Store) Reconciliation(ctx context.Context, scope projections.Scope) ([]
 	err = pgx.BeginTxFunc(ctx, s.pool, snapshotTx, func(tx pgx.Tx) error {
 		switch scope {
 		case projections.ScopeDay:
-			rows, err := tx.Query(ctx, q.days)
+			rows, err := tx.Query(ctx, q.days, emission)
 			if err != nil {
 				return err
 			}
@@ -445,8 +445,9 @@ func (s *Store) Reconciliation(ctx context.Context, scope projections.Scope) ([]
 			}
 			if scope == projections.ScopeBlock {
 				for i := range blocks {
-					b := &blocks[i]
-					out = append(out, projections.Reconcile(scope, b.ID, b.Counters, b.TableMismatch()))
+					if b := &blocks[i]; emission == "" || b.Emission == emission {
+						out = append(out, projections.Reconcile(scope, b.ID, b.Counters, b.TableMismatch()))
+					}
 				}
 				return nil
 			}
@@ -459,6 +460,9 @@ func (s *Store) Reconciliation(ctx context.Context, scope projections.Scope) ([]
 				return err
 			}
 			for _, id := range ids {
+				if emission != "" && id != emission {
+					continue
+				}
 				var c projections.Counters
 				var mismatch domain.Amount
 				for i := range blocks {

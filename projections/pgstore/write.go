@@ -3,6 +3,7 @@ package pgstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/fdj/tresor/domain"
@@ -32,6 +33,16 @@ const playColumns = `id, player, seq, block, unit, at, stake, status, proof_tier
 const accountColumns = `player, opened_at, balance, deposited, withdrawn, staked, won, plays, self_excluded, last_seq, self_excluded_until`
 
 const counterColumns = `units_sold, sales, prizes_paid, prizes_settled, prizes_owed, prize_fund, stake_mismatch, settle_mismatch`
+
+// daySums adds up the counters of a day's rows, one per emission, as the
+// integers the rows hold (sum of bigint is numeric).
+var daySums = func() string {
+	cols := strings.Split(counterColumns, ", ")
+	for i, c := range cols {
+		cols[i] = "sum(" + c + ")::int8"
+	}
+	return strings.Join(cols, ", ")
+}()
 
 func newStatements(schema, control string) *statements {
 	f := func(q string) string { return sqlFor(q, schema, control) }
@@ -93,10 +104,10 @@ func newStatements(schema, control string) *statements {
 				$9::int8[], $10::timestamptz[], $11::int8[])
 				AS u(id, player, proof_tier, proof_salt, proof_path, throws, status, tier, prize, settled_at, balance_after)
 			WHERE p.id = u.id AND p.player = u.player`),
-		addDays: f(`INSERT INTO {s}.days AS d (day, ` + counterColumns + `, settled, settled_stakes, by_system)
-			SELECT * FROM unnest($1::date[], $2::int4[], $3::int8[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[],
-				$10::int4[], $11::int8[], $12::int4[])
-			ON CONFLICT (day) DO UPDATE SET units_sold = d.units_sold + EXCLUDED.units_sold, sales = d.sales + EXCLUDED.sales,
+		addDays: f(`INSERT INTO {s}.days AS d (day, emission, ` + counterColumns + `, settled, settled_stakes, by_system)
+			SELECT * FROM unnest($1::date[], $2::text[], $3::int4[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[],
+				$10::int8[], $11::int4[], $12::int8[], $13::int4[])
+			ON CONFLICT (day, emission) DO UPDATE SET units_sold = d.units_sold + EXCLUDED.units_sold, sales = d.sales + EXCLUDED.sales,
 				settled = d.settled + EXCLUDED.settled, settled_stakes = d.settled_stakes + EXCLUDED.settled_stakes,
 				by_system = d.by_system + EXCLUDED.by_system,
 				prizes_paid = d.prizes_paid + EXCLUDED.prizes_paid, prizes_settled = d.prizes_settled + EXCLUDED.prizes_settled,
@@ -119,8 +130,10 @@ func newStatements(schema, control string) *statements {
 		lastPlay: f(`SELECT ` + playColumns + ` FROM {s}.plays WHERE player = $1 ORDER BY seq DESC LIMIT 1`),
 		play:     f(`SELECT ` + playColumns + ` FROM {s}.plays WHERE id = $1 AND player = $2`),
 		emIDs:    f(`SELECT id FROM {s}.emissions ORDER BY id LIMIT ` + fmt.Sprint(projections.ReconciliationRowsMax+1)),
-		days:     f(`SELECT to_char(day, 'YYYY-MM-DD'), ` + counterColumns + ` FROM {s}.days ORDER BY day LIMIT ` + fmt.Sprint(projections.ReconciliationRowsMax+1)),
-		more:     newMoreStatements(f),
+		// Every emission's rows of a day, or one emission's ($1).
+		days: f(`SELECT to_char(day, 'YYYY-MM-DD'), ` + daySums + ` FROM {s}.days WHERE $1 = '' OR emission = $1
+			GROUP BY day ORDER BY day LIMIT ` + fmt.Sprint(projections.ReconciliationRowsMax+1)),
+		more: newMoreStatements(f),
 	}
 }
 
@@ -176,6 +189,7 @@ func write(ctx context.Context, tx pgx.Tx, q *statements, c *projections.Changes
 	}
 	if n := len(c.Days); n > 0 {
 		var days []time.Time
+		var emissions []string
 		var cols counterArrays
 		var settled, bySystem []int32
 		var settledStakes []int64
@@ -184,11 +198,11 @@ func write(ctx context.Context, tx pgx.Tx, q *statements, c *projections.Changes
 			if err != nil {
 				return fmt.Errorf("day %q: %w", d.Day, err)
 			}
-			days = append(days, day)
+			days, emissions = append(days, day), append(emissions, d.Emission)
 			cols.add(d.Counters)
 			settled, settledStakes, bySystem = append(settled, int32(d.Settled)), append(settledStakes, int64(d.SettledStakes)), append(bySystem, int32(d.BySystem))
 		}
-		args := append([]any{days}, cols.args()...)
+		args := append([]any{days, emissions}, cols.args()...)
 		queue("days", n, q.addDays, append(args, settled, settledStakes, bySystem)...)
 	}
 	if err := writeControls(c, q.more, queue); err != nil {

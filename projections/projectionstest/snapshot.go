@@ -13,16 +13,18 @@ import (
 // Snapshot is every row a store serves, read through its public queries:
 // two stores that applied the same stream must produce equal snapshots.
 type Snapshot struct {
-	Checkpoint     uint64                                             `json:"checkpoint"`
-	Accounts       []projections.Account                              `json:"accounts"`
-	Journals       map[string][]projections.JournalLine               `json:"journals"`
-	Totals         map[string][2]domain.Amount                        `json:"totals"`
-	Blocks         []projections.BlockReport                          `json:"blocks"`
-	Histories      map[string][]projections.Play                      `json:"histories"`
-	Reconciliation map[projections.Scope][]projections.Reconciliation `json:"reconciliation"`
-	Bans           map[string][]projections.Ban                       `json:"bans"`
-	Statements     map[string]projections.Statement                   `json:"statements"`
-	Reports        projections.ReportData                             `json:"reports"`
+	Checkpoint uint64                               `json:"checkpoint"`
+	Accounts   []projections.Account                `json:"accounts"`
+	Journals   map[string][]projections.JournalLine `json:"journals"`
+	Totals     map[string][2]domain.Amount          `json:"totals"`
+	Blocks     []projections.BlockReport            `json:"blocks"`
+	Histories  map[string][]projections.Play        `json:"histories"`
+	// Reconciliation holds each scope's rows, by scope, then by scope
+	// and emission ("day E0001").
+	Reconciliation map[string][]projections.Reconciliation `json:"reconciliation"`
+	Bans           map[string][]projections.Ban            `json:"bans"`
+	Statements     map[string]projections.Statement        `json:"statements"`
+	Reports        projections.ReportData                  `json:"reports"`
 }
 
 // TakeSnapshot reads every row of a store, page by page (small pages, so
@@ -31,7 +33,7 @@ func TakeSnapshot(tb testing.TB, s projections.Store) *Snapshot {
 	tb.Helper()
 	ctx := context.Background()
 	snap := &Snapshot{Journals: map[string][]projections.JournalLine{}, Totals: map[string][2]domain.Amount{},
-		Histories: map[string][]projections.Play{}, Reconciliation: map[projections.Scope][]projections.Reconciliation{},
+		Histories: map[string][]projections.Play{}, Reconciliation: map[string][]projections.Reconciliation{},
 		Bans: map[string][]projections.Ban{}, Statements: map[string]projections.Statement{}}
 	var err error
 	if snap.Checkpoint, err = s.Checkpoint(ctx); err != nil {
@@ -96,12 +98,20 @@ func TakeSnapshot(tb testing.TB, s projections.Store) *Snapshot {
 		}
 		snap.Totals[acct] = [2]domain.Amount{c, d}
 	}
-	for _, scope := range []projections.Scope{projections.ScopeBlock, projections.ScopeEmission, projections.ScopeDay} {
-		rows, err := s.Reconciliation(ctx, scope)
-		if err != nil {
-			tb.Fatalf("reconciliation by %s: %v", scope, err)
+	emissions := []string{""}
+	for _, scope := range []projections.Scope{projections.ScopeEmission, projections.ScopeBlock, projections.ScopeDay} {
+		for _, e := range emissions {
+			rows, err := s.Reconciliation(ctx, scope, e)
+			if err != nil {
+				tb.Fatalf("reconciliation by %s of emission %q: %v", scope, e, err)
+			}
+			snap.Reconciliation[strings.TrimSpace(string(scope)+" "+e)] = rows
 		}
-		snap.Reconciliation[scope] = rows
+		if scope == projections.ScopeEmission {
+			for _, r := range snap.Reconciliation[string(scope)] {
+				emissions = append(emissions, r.Key)
+			}
+		}
 	}
 	return snap
 }

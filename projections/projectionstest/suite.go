@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -191,7 +193,7 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 	// Reconciliation: every difference is zero.
 	var daySales, blockSales domain.Amount
 	for _, scope := range []projections.Scope{projections.ScopeBlock, projections.ScopeEmission, projections.ScopeDay} {
-		rows, err := s.Reconciliation(ctx, scope)
+		rows, err := s.Reconciliation(ctx, scope, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -219,8 +221,9 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 	if daySales != blockSales {
 		t.Errorf("sales per day %s, per block %s", daySales, blockSales)
 	}
+	emissionDays(t, s)
 	var buf bytes.Buffer
-	rows, _ := s.Reconciliation(ctx, projections.ScopeBlock)
+	rows, _ := s.Reconciliation(ctx, projections.ScopeBlock, "")
 	if err := projections.WriteReconciliationCSV(&buf, rows); err != nil {
 		t.Fatal(err)
 	}
@@ -713,7 +716,7 @@ func testBounds(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
 	if _, err := s.Journal(ctx, domain.PlayerAccount("p1"), projections.JournalCursor{}, -1); !errors.Is(err, projections.ErrInvalid) {
 		t.Errorf("journal page of -1: %v", err)
 	}
-	if _, err := s.Reconciliation(ctx, "week"); !errors.Is(err, projections.ErrInvalid) {
+	if _, err := s.Reconciliation(ctx, "week", ""); !errors.Is(err, projections.ErrInvalid) {
 		t.Errorf("reconciliation by week: %v", err)
 	}
 	for what, err := range map[string]error{
@@ -729,4 +732,73 @@ func testBounds(t *testing.T, open Open, rules *domain.RuleSet, w *World) {
 	if page, err := s.History(ctx, "ghost", "", 0); err != nil || len(page.Plays) != 0 || page.Next != "" {
 		t.Errorf("history of nobody: %+v, %v", page, err)
 	}
+}
+
+// emissionDays checks reconciliation's day rows of each emission of
+// Standard: they add up, to the cent, to the day rows of every emission
+// and to the emission's own row, and both emissions sold on one day.
+func emissionDays(t *testing.T, s projections.Store) {
+	t.Helper()
+	ctx := context.Background()
+	all, err := s.Reconciliation(ctx, projections.ScopeDay, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	perDay := map[string]projections.Reconciliation{}
+	sellers := map[string]int{}
+	for _, e := range []string{"E0001", "E0002"} {
+		own, err := s.Reconciliation(ctx, projections.ScopeEmission, e)
+		if err != nil || len(own) != 1 || own[0].Key != e {
+			t.Fatalf("reconciliation of emission %s: %+v, %v", e, own, err)
+		}
+		days, err := s.Reconciliation(ctx, projections.ScopeDay, e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var total projections.Reconciliation
+		for _, d := range days {
+			if d.Scope != projections.ScopeDay {
+				t.Errorf("emission %s: row %+v", e, d)
+			}
+			addRow(&total, d)
+			sum := perDay[d.Key]
+			addRow(&sum, d)
+			perDay[d.Key] = sum
+			if d.Sales > 0 {
+				sellers[d.Key]++
+			}
+		}
+		total.Scope, total.Key = own[0].Scope, own[0].Key
+		if total != own[0] {
+			t.Errorf("emission %s: its days add up to %+v, its row is %+v", e, total, own[0])
+		}
+	}
+	if len(perDay) != len(all) {
+		t.Errorf("days of the emissions %v, of every emission %+v", perDay, all)
+	}
+	for _, d := range all {
+		sum := perDay[d.Key]
+		sum.Scope, sum.Key = d.Scope, d.Key
+		if sum != d {
+			t.Errorf("day %s: the emissions' rows add up to %+v, the day's row is %+v", d.Key, sum, d)
+		}
+	}
+	if !slices.Contains(slices.Collect(maps.Values(sellers)), 2) {
+		t.Errorf("no day when both emissions sold: %v", sellers)
+	}
+	if rows, err := s.Reconciliation(ctx, projections.ScopeDay, "E0009"); err != nil || len(rows) != 0 {
+		t.Errorf("days of an unknown emission: %+v, %v", rows, err)
+	}
+}
+
+// addRow adds a reconciliation row's figures to sum's.
+func addRow(sum *projections.Reconciliation, r projections.Reconciliation) {
+	sum.UnitsSold += r.UnitsSold
+	sum.Sales += r.Sales
+	sum.PrizesPaid += r.PrizesPaid
+	sum.PrizesOwed += r.PrizesOwed
+	sum.PrizeFund += r.PrizeFund
+	sum.PrizeFundLeft += r.PrizeFundLeft
+	sum.HouseMargin += r.HouseMargin
+	sum.Difference += r.Difference
 }
