@@ -345,7 +345,7 @@ func (s *state) loadBlock(sb savedBlock) (*block, error) {
 	b := &block{id: sb.ID, price: sb.Price, table: table, commitment: sb.Commitment, state: blockState(st), sold: sb.Sold,
 		tiers: sb.Tiers, prizes: sb.Prizes, inPlay: sb.InPlay}
 	if len(sb.Units) > 0 {
-		b.units = make([]unit, len(sb.Units), max(len(sb.Units), s.rules.BlockUnits))
+		b.units = make([]unit, len(sb.Units))
 	}
 	for i, u := range sb.Units {
 		if u.Status > unitPaid || u.Throws > domain.ThrowCount+1 {

@@ -143,6 +143,7 @@ func TestIncrementalAuditCommand(t *testing.T) {
 	if !first.OK || first.FromState != 0 || first.NewEvents != first.Events || first.Plays != 20 {
 		t.Fatalf("first audit: %+v", first)
 	}
+	firstState := mustRead(t, state)
 	appendWithKey(t, dir, key)
 	next := auditReport(t, 0, "--data", dir, "--state", state)
 	full := auditReport(t, 0, "--data", dir)
@@ -150,13 +151,25 @@ func TestIncrementalAuditCommand(t *testing.T) {
 		t.Fatalf("incremental %+v, full %+v", next, full)
 	}
 	saved := mustRead(t, state)
+	// The same from an export, resumed from the first day's state.
+	export, fromFile := filepath.Join(t.TempDir(), "stream.ndjson"), filepath.Join(t.TempDir(), "audit.state")
+	if _, stderr, code := run(t, "export", "--data", dir, "--out", export); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	if err := os.WriteFile(fromFile, firstState, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub := hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	if r := auditReport(t, 0, "--file", export, "--public-key", pub, "--state", fromFile); r.FromState != first.Last || r.Events != full.Events || r.NewEvents != next.NewEvents {
+		t.Fatalf("export resumed: %+v", r)
+	}
 
 	// The operator's copy of the stream before the append, where another
 	// event follows: at the saved position it holds another seal.
 	appendEvents(t, fork, key, eventstore.Event{Type: "AccountOpened", SchemaVersion: 1, Aggregate: eventstore.Aggregate{Kind: "player", ID: "trudy"},
 		Payload: []byte(`{"player":"trudy"}`)})
 	appendWithKey(t, fork, key)
-	broken := auditReport(t, 1, "--data", fork, "--public-key", hex.EncodeToString(key.Public().(ed25519.PublicKey)), "--state", state)
+	broken := auditReport(t, 1, "--data", fork, "--public-key", pub, "--state", state)
 	if broken.ViolationCounts["continuity_broken"] != 1 || broken.NewEvents != 0 {
 		t.Fatalf("forked stream: %+v", broken)
 	}
