@@ -43,11 +43,11 @@ func WriteStateFile(path string, st *State) (err error) {
 	if err != nil {
 		return fmt.Errorf("audit: encode the state: %w", err)
 	}
+	// The envelope is written by hand: json.Marshal would copy and
+	// re-validate the state's megabytes to embed them.
 	sum := sha256.Sum256(body)
-	b, err := json.Marshal(stateEnvelope{Format: StateFormat, Version: StateVersion, SHA256: hex.EncodeToString(sum[:]), State: body})
-	if err != nil {
-		return fmt.Errorf("audit: encode the state: %w", err)
-	}
+	b := fmt.Appendf(make([]byte, 0, len(body)+160), `{"format":%q,"version":%d,"sha256":"%x","state":`, StateFormat, StateVersion, sum)
+	b = append(append(b, body...), "}\n"...)
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -59,7 +59,7 @@ func WriteStateFile(path string, st *State) (err error) {
 			os.Remove(f.Name())
 		}
 	}()
-	if _, err = f.Write(append(b, '\n')); err != nil {
+	if _, err = f.Write(b); err != nil {
 		return fmt.Errorf("audit: write the state to %s: %w", f.Name(), err)
 	}
 	if err = f.Sync(); err != nil {
