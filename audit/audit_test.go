@@ -124,7 +124,7 @@ func TestAuditFromASeal(t *testing.T) {
 	mid := events[seals[0]]
 	file := bytes.Join(exportLines(t, events), []byte("\n"))
 	fromSeal := func(t *testing.T, file []byte, pub ed25519.PublicKey) (*audit.Report, error) {
-		seal, err := audit.ExportSeal(bytes.NewReader(file), mid.Sequence)
+		seal, err := audit.SealAt(audit.ExportEvent(bytes.NewReader(file)), mid.Sequence)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,6 +82,13 @@ type Auditor struct {
 
 	rm       readModels
 	compared bool
+	// resumed is the state a resumed audit started from; startEvents its
+	// events, so that the rate counts only this run's.
+	resumed     *State
+	startEvents uint64
+	// eventViolations are the violations found by the events, before the
+	// checks of the stream as a whole: what a state saves.
+	eventViolations savedViolations
 	// checked counts the events checked so far, for progress reports.
 	checked atomic.Uint64
 }
@@ -145,6 +152,14 @@ func (c *Config) validate() error {
 }
 
 func newAuditor(cfg Config, v *eventstore.Verifier, partial bool) *Auditor {
+	a := allocAuditor(cfg, v, partial)
+	a.start()
+	return a
+}
+
+// allocAuditor returns an auditor whose stages are not started yet, so
+// that a saved state can be loaded into it first.
+func allocAuditor(cfg Config, v *eventstore.Verifier, partial bool) *Auditor {
 	a := &Auditor{
 		cfg:      cfg,
 		verifier: v,
@@ -156,7 +171,12 @@ func newAuditor(cfg Config, v *eventstore.Verifier, partial bool) *Auditor {
 		seqDone:  make(chan struct{}),
 	}
 	a.st = newState(a, partial)
-	for range cfg.Workers {
+	return a
+}
+
+// start starts the workers and the ordered checks.
+func (a *Auditor) start() {
+	for range a.cfg.Workers {
 		a.workers.Add(1)
 		go func() {
 			defer a.workers.Done()
@@ -166,7 +186,6 @@ func newAuditor(cfg Config, v *eventstore.Verifier, partial bool) *Auditor {
 		}()
 	}
 	go a.sequential()
-	return a
 }
 
 // batch is a run of consecutive events, decoded in parallel and then
@@ -336,6 +355,7 @@ func (a *Auditor) Finish() *Report {
 		<-a.seqDone
 		close(a.work)
 		a.workers.Wait()
+		a.eventViolations = a.vs.save()
 		a.st.finish()
 	}
 	return a.report()

@@ -146,8 +146,17 @@ func smallRules(tb testing.TB) *domain.RuleSet { return projectionstest.SmallRul
 func rewrite(tb testing.TB, events []eventstore.RecordedEvent, key ed25519.PrivateKey) *eventstore.NATSStore {
 	tb.Helper()
 	s := startServer(tb, nil)
+	commit(tb, s.store, events, key)
+	return s.store
+}
+
+// commit appends events (minus their seals) to store through the real
+// committer, as rewrite does, and closes the committer, which seals the
+// head; a later commit continues the chain.
+func commit(tb testing.TB, store *eventstore.NATSStore, events []eventstore.RecordedEvent, key ed25519.PrivateKey) {
+	tb.Helper()
 	ctx := eventstoretest.Ctx(tb, time.Minute)
-	c, err := s.store.NewCommitter(ctx, settlement.Chain, eventstore.CommitterConfig{SealKey: key, SealEvery: sealEvery})
+	c, err := store.NewCommitter(ctx, settlement.Chain, eventstore.CommitterConfig{SealKey: key, SealEvery: sealEvery})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -168,7 +177,6 @@ func rewrite(tb testing.TB, events []eventstore.RecordedEvent, key ed25519.Priva
 	if err := c.Close(); err != nil {
 		tb.Fatal(err)
 	}
-	return s.store
 }
 
 // auditEvents audits events fed directly, as an export reader would.

@@ -16,10 +16,17 @@ type Report struct {
 	// FromSeal is the stream sequence of the seal the audit started at, 0
 	// when it started at the first event.
 	FromSeal uint64 `json:"from_seal"`
+	// FromState is the last sequence of the saved state a resumed audit
+	// started after, 0 for an audit from the first event or a seal. The
+	// report's counts cover the whole stream all the same.
+	FromState uint64 `json:"from_state"`
 	// LastSequence is the stream sequence of the last event checked.
 	LastSequence uint64 `json:"last_sequence"`
 	// Events counts the events checked, seals included.
 	Events uint64 `json:"events"`
+	// NewEvents counts the events this run checked: Events less the
+	// saved state's.
+	NewEvents uint64 `json:"new_events"`
 	// Seals counts the seals whose signature and head were verified.
 	Seals uint64 `json:"seals"`
 	// Unanchored counts the events, from a seal, that continue a block or
@@ -41,7 +48,8 @@ type Report struct {
 	Prizes      domain.Amount `json:"prizes"`
 	// PlayersBalance is what the players hold at the end.
 	PlayersBalance domain.Amount `json:"players_balance"`
-	// ElapsedSeconds covers the audit from New to Finish.
+	// ElapsedSeconds covers this run, from New (or Resume) to Finish;
+	// EventsPerSecond is NewEvents over it.
 	ElapsedSeconds  float64 `json:"elapsed_seconds"`   // float-ok: a duration, not money
 	EventsPerSecond float64 `json:"events_per_second"` // float-ok: a rate, not money
 	// Controls counts the responsible-gaming controls re-derived from the
@@ -78,10 +86,11 @@ func (a *Auditor) report() *Report {
 	s := a.st
 	elapsed := time.Since(a.started)
 	r := &Report{
-		FromSeal: a.fromSeal, LastSequence: s.lastSeq, Events: s.events, Seals: a.verifier.Stats().Seals,
+		FromSeal: a.fromSeal, FromState: a.fromStateSeq(), LastSequence: s.lastSeq, Events: s.events, Seals: a.verifier.Stats().Seals,
 		Unanchored: s.unchecked + a.verifier.Stats().Skipped, Plays: s.plays, PlaysSettled: s.settled,
 		Deposits: s.books.Deposits, Withdrawals: s.books.Withdrawals, Stakes: s.books.Stakes, Prizes: s.books.Prizes,
-		ElapsedSeconds: elapsed.Seconds(), EventsPerSecond: float64(s.events) / max(elapsed.Seconds(), 1e-9),
+		NewEvents:      s.events - a.startEvents,
+		ElapsedSeconds: elapsed.Seconds(), EventsPerSecond: float64(s.events-a.startEvents) / max(elapsed.Seconds(), 1e-9),
 		ReadModelsCompared: a.compared, Prices: []PriceTotals{}, Controls: s.ctl.counts,
 	}
 	for id := range s.accounts {
@@ -112,4 +121,11 @@ func (a *Auditor) report() *Report {
 	r.Violations = append([]Violation{}, vs.kept...)
 	r.OK = vs.total == 0
 	return r
+}
+
+func (a *Auditor) fromStateSeq() uint64 {
+	if a.resumed == nil {
+		return 0
+	}
+	return a.resumed.LastSequence
 }

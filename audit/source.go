@@ -44,19 +44,37 @@ func ReadStore(ctx context.Context, store *eventstore.NATSStore, a *Auditor, fro
 	return last, nil
 }
 
-// ReadSeal returns the event at stream sequence seq of a live stream, as
-// stored, which must be a Seal: where NewFromSeal starts.
-func ReadSeal(ctx context.Context, store *eventstore.NATSStore, seq uint64) (eventstore.RecordedEvent, error) {
-	var seal eventstore.RecordedEvent
-	var found bool
-	err := store.ReadStored(ctx, seq, seq, func(ev eventstore.RecordedEvent) error {
-		seal, found = ev, true
-		return nil
-	})
+// EventAt reads the event at a stream sequence, as stored; found is false
+// when there is none. StoreEvent and ExportEvent make one.
+type EventAt func(seq uint64) (ev eventstore.RecordedEvent, found bool, err error)
+
+// SealAt returns the event at stream sequence seq, which must be a Seal:
+// where NewFromSeal starts.
+func SealAt(at EventAt, seq uint64) (eventstore.RecordedEvent, error) {
+	seal, found, err := at(seq)
 	if err != nil {
 		return seal, fmt.Errorf("audit: read the seal at %d: %w", seq, err)
 	}
 	return seal, checkSeal(seal, found, seq)
+}
+
+// StoreEvent returns a function that reads the event at a stream sequence
+// of a live stream, as stored; found is false when there is none. It is
+// what CheckContinuity reads with.
+func StoreEvent(ctx context.Context, store *eventstore.NATSStore) EventAt {
+	return func(seq uint64) (eventstore.RecordedEvent, bool, error) {
+		var out eventstore.RecordedEvent
+		last, err := store.LastSequence(ctx)
+		if err != nil || seq > last || seq == 0 {
+			return out, false, err
+		}
+		var found bool
+		err = store.ReadStored(ctx, seq, seq, func(ev eventstore.RecordedEvent) error {
+			out, found = ev, true
+			return nil
+		})
+		return out, found, err
+	}
 }
 
 // ReadExport feeds a the events of an NDJSON export (eventstore.ReadExport)
@@ -80,22 +98,29 @@ func ReadExport(r io.Reader, a *Auditor, from uint64) (uint64, error) {
 // errFound stops a read once the event looked for is found.
 var errFound = errors.New("found")
 
-// ExportSeal returns the event at stream sequence seq of an NDJSON export,
-// which must be a Seal: where NewFromSeal starts.
-func ExportSeal(r io.Reader, seq uint64) (eventstore.RecordedEvent, error) {
-	var seal eventstore.RecordedEvent
-	var found bool
-	err := eventstore.ReadExport(r, func(ev eventstore.RecordedEvent) error {
-		if ev.Sequence != seq {
-			return nil
+// ExportEvent returns a function that finds the event at a stream sequence
+// in an NDJSON export, reading it from its start each time; found is false
+// when there is none. The reader is left anywhere: seek it back before
+// reading it on.
+func ExportEvent(r io.ReadSeeker) EventAt {
+	return func(seq uint64) (eventstore.RecordedEvent, bool, error) {
+		var out eventstore.RecordedEvent
+		var found bool
+		if _, err := r.Seek(0, io.SeekStart); err != nil {
+			return out, false, err
 		}
-		seal, found = ev, true
-		return errFound
-	})
-	if err != nil && !errors.Is(err, errFound) {
-		return seal, fmt.Errorf("audit: find the seal at %d: %w", seq, err)
+		err := eventstore.ReadExport(r, func(ev eventstore.RecordedEvent) error {
+			if ev.Sequence != seq {
+				return nil
+			}
+			out, found = ev, true
+			return errFound
+		})
+		if err != nil && !errors.Is(err, errFound) {
+			return out, false, err
+		}
+		return out, found, nil
 	}
-	return seal, checkSeal(seal, found, seq)
 }
 
 func checkSeal(ev eventstore.RecordedEvent, found bool, seq uint64) error {

@@ -3,6 +3,7 @@ package audit
 import (
 	"cmp"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -138,6 +139,14 @@ const (
 	CodeSettingsInvalid Code = "settings_invalid"
 )
 
+// Incremental audits (docs/audit.md, "Incremental audits").
+const (
+	// CodeContinuityBroken: the stream no longer holds, at the position a
+	// saved audit state verified, the event it verified there (rewritten
+	// before that position, truncated, or another stream).
+	CodeContinuityBroken Code = "continuity_broken"
+)
+
 // Read models.
 const (
 	// CodeProjectionMismatch: a PostgreSQL read-model row differs from the
@@ -197,6 +206,14 @@ func (vs *violations) trim() {
 	if len(vs.kept) > vs.max {
 		vs.kept = vs.kept[:vs.max]
 	}
+}
+
+// save returns the violations found so far, the kept ones trimmed.
+func (vs *violations) save() savedViolations {
+	vs.mu.Lock()
+	defer vs.mu.Unlock()
+	vs.trim()
+	return savedViolations{Total: vs.total, Counts: maps.Clone(vs.byCode), Kept: slices.Clone(vs.kept)}
 }
 
 // fromIntegrity turns a verifier or store error into a violation; ok is

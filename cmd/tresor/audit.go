@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -38,6 +39,7 @@ type auditOptions struct {
 	cpuProf       string
 	inboxPrefix   string
 	sealGapMax    uint64
+	state         string
 }
 
 // auditGCPercent is the garbage collector's target during an audit: the
@@ -52,13 +54,15 @@ func init() {
 	var cfg Config
 	var o auditOptions
 	cmd := &cobra.Command{
-		Use:   "audit [--data DIR | --nats URL | --file EXPORT] [--public-key KEY] [--from-seal SEQ]",
+		Use:   "audit [--data DIR | --nats URL | --file EXPORT] [--public-key KEY] [--from-seal SEQ] [--state FILE]",
 		Short: "Replay the stream or an export and verify everything: chain, seals, decks, plays, prizes, balances, Article 3",
 		Long: "audit reads the stream (the embedded server on --data, or --nats URL), read-only, or an NDJSON\n" +
 			"export (--file), from the first event or from a signed seal (--from-seal), and re-derives every\n" +
 			"check of docs/audit.md from the events alone. It prints a summary and the first violations\n" +
 			"(--json: the report of docs/audit.md) and exits 0 only when everything holds, 1 on violations,\n" +
-			"2 on usage errors. --database-url also compares the PostgreSQL read models with the replay's.",
+			"2 on usage errors. --database-url also compares the PostgreSQL read models with the replay's.\n" +
+			"--state FILE makes it incremental: it resumes after the state FILE holds (once the stream is\n" +
+			"checked to still hold what it verified) and writes the new state there at the end.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := o.validate(cmd, &cfg); err != nil {
@@ -88,6 +92,7 @@ func init() {
 	f.StringVar(&o.file, "file", "", "audit an NDJSON export (tresor export) instead of a live stream")
 	f.StringVar(&o.publicKey, "public-key", "", "the operator's Ed25519 seal public key: 64 hex digits, or a file holding them (the output of tresor seal-key as is) or the 32 raw bytes (default: derived from <data>/keys/seal.ed25519 when it exists)")
 	f.Uint64Var(&o.fromSeal, "from-seal", 0, "start at the Seal event of this stream sequence instead of the first event")
+	f.StringVar(&o.state, "state", "", "incremental audit: resume from the audit state this file holds when it exists, and write the state there at the end (docs/audit.md, \"Incremental audits\"); the file is the regulator's, never the operator's")
 	f.StringVar(&o.databaseURL, "database-url", "", "also compare the PostgreSQL read models with the replay's (stream audits from the first event only); give a password in PGPASSWORD or ~/.pgpass, not here")
 	f.IntVar(&o.maxViolations, "max-violations", audit.ViolationsMaxDefault, "how many violations to list (all are counted)")
 	f.Uint64Var(&o.sealGapMax, "seal-gap-max", audit.SealGapMaxDefault, "most events of a chain allowed without a valid seal (the writer seals after every 10 000, later when busy)")
@@ -118,6 +123,17 @@ func (o *auditOptions) validate(cmd *cobra.Command, cfg *Config) error {
 	}
 	if o.databaseURL != "" && (o.fromSeal != 0 || o.file != "") {
 		return usagef("--database-url: the read models are compared after a replay of the stream from its first event, not with --from-seal or --file")
+	}
+	if o.state != "" {
+		if o.databaseURL != "" {
+			return usagef("--database-url: the read models are compared after a replay from the first event, not with --state")
+		}
+		if _, err := os.Stat(o.state); err == nil && o.fromSeal != 0 {
+			return usagef("--from-seal: the state in %s says where this audit starts; --from-seal only starts a new series of audits", o.state)
+		}
+		if st, err := os.Stat(filepath.Dir(o.state)); err != nil || !st.IsDir() {
+			return usagef("--state %s: no directory to write the state in", o.state)
+		}
 	}
 	if o.yardstick && o.file != "" {
 		return usagef("--yardstick: the yardstick reads a live stream, not --file")
@@ -200,25 +216,28 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 	if cfg.NATSURL == "" {
 		out.Source = "data " + cfg.Data
 	}
-	a, from, err := newAuditor(acfg, o.fromSeal, func() (eventstore.RecordedEvent, error) {
-		return audit.ReadSeal(ctx, st.store, o.fromSeal)
-	})
+	a, from, err := newAuditor(acfg, o, audit.StoreEvent(ctx, st.store))
 	if err != nil {
 		return nil, err
 	}
-	stopProgress := showProgress(a, o.quiet, progress)
-	last, err := audit.ReadStore(ctx, st.store, a, from)
-	stopProgress()
-	if err != nil {
+	var last uint64
+	if from != 0 {
+		stopProgress := showProgress(a, o.quiet, progress)
+		last, err = audit.ReadStore(ctx, st.store, a, from)
+		stopProgress()
+		if err != nil {
+			return nil, err
+		}
+	}
+	if out.Report, err = finishAudit(a, o, from); err != nil {
 		return nil, err
 	}
-	out.Report = a.Finish()
 	if o.databaseURL != "" {
 		if out.Report, err = compareReadModels(ctx, a, o, rules); err != nil {
 			return nil, err
 		}
 	}
-	if o.yardstick {
+	if o.yardstick && from != 0 {
 		rate, err := eventstore.MeasureOrderedRead(ctx, st.store, from, last)
 		if err != nil {
 			return nil, err
@@ -237,39 +256,94 @@ func auditFile(o auditOptions, acfg audit.Config, progress io.Writer) (*auditOut
 		return nil, usagef("--file: %v", err)
 	}
 	defer f.Close()
-	a, from, err := newAuditor(acfg, o.fromSeal, func() (eventstore.RecordedEvent, error) {
-		return audit.ExportSeal(f, o.fromSeal)
-	})
+	a, from, err := newAuditor(acfg, o, audit.ExportEvent(f))
 	if err != nil {
 		return nil, err
 	}
-	if o.fromSeal != 0 {
-		// Finding the seal read the file: audit it from its start.
+	if from != 0 {
+		// Finding the seal or the saved heads read the file: audit it
+		// from its start.
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
+		stopProgress := showProgress(a, o.quiet, progress)
+		_, err = audit.ReadExport(f, a, from)
+		stopProgress()
+		if err != nil {
+			return nil, err
+		}
 	}
-	stopProgress := showProgress(a, o.quiet, progress)
-	_, err = audit.ReadExport(f, a, from)
-	stopProgress()
+	r, err := finishAudit(a, o, from)
 	if err != nil {
 		return nil, err
 	}
-	return &auditOutput{Report: a.Finish(), Source: "file " + o.file}, nil
+	return &auditOutput{Report: r, Source: "file " + o.file}, nil
 }
 
-// newAuditor starts an auditor at the first event or, with --from-seal, at
-// the seal find reads; it returns the sequence to read from.
-func newAuditor(acfg audit.Config, fromSeal uint64, find func() (eventstore.RecordedEvent, error)) (*audit.Auditor, uint64, error) {
-	if fromSeal == 0 {
+// newAuditor starts an auditor after the saved state of --state when its
+// file exists, else at the seal of --from-seal, else at the first event;
+// at reads the event at a stream sequence. It returns the sequence to read
+// from, 0 when the stream does not continue the saved state: the auditor
+// holds a continuity_broken violation then, and nothing is to be read.
+func newAuditor(acfg audit.Config, o auditOptions, at audit.EventAt) (*audit.Auditor, uint64, error) {
+	if o.state != "" {
+		st, err := audit.ReadStateFile(o.state)
+		switch {
+		case err == nil:
+			return resumeAudit(acfg, o, st, at)
+		case !errors.Is(err, fs.ErrNotExist):
+			return nil, 0, stateUnusable(o, err)
+		}
+	}
+	if o.fromSeal == 0 {
 		a, err := audit.New(acfg)
 		return a, 1, err
 	}
-	seal, err := find()
+	seal, err := audit.SealAt(at, o.fromSeal)
 	if err != nil {
 		return nil, 0, usagef("--from-seal: %v", err)
 	}
 	return audit.NewFromSeal(acfg, seal)
+}
+
+// resumeAudit resumes an audit from a saved state once the stream is
+// checked to continue it.
+func resumeAudit(acfg audit.Config, o auditOptions, st *audit.State, at audit.EventAt) (*audit.Auditor, uint64, error) {
+	a, err := audit.Resume(acfg, st)
+	if err != nil {
+		return nil, 0, stateUnusable(o, err)
+	}
+	ok, err := a.CheckContinuity(at)
+	if err != nil {
+		a.Finish()
+		return nil, 0, err
+	}
+	if !ok {
+		return a, 0, nil
+	}
+	return a, st.LastSequence + 1, nil
+}
+
+// stateUnusable explains a state file that cannot be used: nothing was
+// audited, and what to do. A state written under other flags is a usage
+// error; a corrupt one too, since the regulator alone keeps the file.
+func stateUnusable(o auditOptions, err error) error {
+	return usagef("--state %s: %v; nothing was audited: keep the file for inspection and rerun a full audit (without --state, or with a new file)", o.state, err)
+}
+
+// finishAudit ends an audit and, with --state, writes its state, unless
+// the stream did not continue the saved one (from is 0): the old state is
+// kept then, as the evidence of what was verified.
+func finishAudit(a *audit.Auditor, o auditOptions, from uint64) (*audit.Report, error) {
+	r := a.Finish()
+	if o.state == "" || from == 0 {
+		return r, nil
+	}
+	st, err := a.State()
+	if err != nil {
+		return nil, err
+	}
+	return r, audit.WriteStateFile(o.state, st)
 }
 
 // compareReadModels compares the PostgreSQL read models with the replay's.
@@ -331,6 +405,9 @@ func (r *auditOutput) print(w io.Writer) error {
 	fmt.Fprintf(tw, "source\t%s", r.Source)
 	if r.FromSeal != 0 {
 		fmt.Fprintf(tw, ", from the seal at sequence %d (%d events begun before it not checked in full)", r.FromSeal, r.Unanchored)
+	}
+	if r.FromState != 0 {
+		fmt.Fprintf(tw, ", resumed after the saved state at sequence %d (%d new events checked)", r.FromState, r.NewEvents)
 	}
 	fmt.Fprintf(tw, "\nevents\t%d, last sequence %d, %d seals verified\n", r.Events, r.LastSequence, r.Seals)
 	fmt.Fprintf(tw, "plays\t%d, %d settled\n", r.Plays, r.PlaysSettled)

@@ -32,6 +32,9 @@ type auditJSON struct {
 	} `json:"violations"`
 	Source    string  `json:"source"`
 	FromSeal  uint64  `json:"from_seal"`
+	FromState uint64  `json:"from_state"`
+	NewEvents int     `json:"new_events"`
+	Last      uint64  `json:"last_sequence"`
 	Yardstick float64 `json:"yardstick_events_per_second"`
 }
 
@@ -115,6 +118,77 @@ func TestAuditCommand(t *testing.T) {
 		{"--data", dir, "--from-seal", "1"},
 	} {
 		if _, stderr, code := run(t, append([]string{"audit", "--quiet"}, args...)...); code != 2 || !strings.HasPrefix(stderr, "tresor: ") {
+			t.Errorf("audit %v: exit %d, %q; want 2", args, code, stderr)
+		}
+	}
+}
+
+// TestIncrementalAuditCommand runs the regulator's daily audit with
+// --state: the first run audits everything and writes the state, the next
+// reads only the new events and reports what a full audit reports; a state
+// file cut short is refused (exit 2), and a stream that no longer holds
+// what the state verified fails the audit (exit 1) with the old state kept.
+func TestIncrementalAuditCommand(t *testing.T) {
+	dir := t.TempDir()
+	if _, stderr, code := run(t, "simulate", "--data", dir, "--price", "1", "--plays", "20", "--players", "2", "--quiet"); code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, stderr)
+	}
+	key := ed25519.NewKeyFromSeed(mustRead(t, filepath.Join(dir, "keys", "seal.ed25519")))
+	fork := t.TempDir()
+	if err := os.CopyFS(fork, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "audit.state")
+	first := auditReport(t, 0, "--data", dir, "--state", state)
+	if !first.OK || first.FromState != 0 || first.NewEvents != first.Events || first.Plays != 20 {
+		t.Fatalf("first audit: %+v", first)
+	}
+	firstState := mustRead(t, state)
+	appendWithKey(t, dir, key)
+	next := auditReport(t, 0, "--data", dir, "--state", state)
+	full := auditReport(t, 0, "--data", dir)
+	if next.FromState != first.Last || next.NewEvents == 0 || next.NewEvents >= 10 || next.Events != full.Events || next.Plays != full.Plays || next.Last != full.Last {
+		t.Fatalf("incremental %+v, full %+v", next, full)
+	}
+	saved := mustRead(t, state)
+	// The same from an export, resumed from the first day's state.
+	export, fromFile := filepath.Join(t.TempDir(), "stream.ndjson"), filepath.Join(t.TempDir(), "audit.state")
+	if _, stderr, code := run(t, "export", "--data", dir, "--out", export); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	if err := os.WriteFile(fromFile, firstState, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub := hex.EncodeToString(key.Public().(ed25519.PublicKey))
+	if r := auditReport(t, 0, "--file", export, "--public-key", pub, "--state", fromFile); r.FromState != first.Last || r.Events != full.Events || r.NewEvents != next.NewEvents {
+		t.Fatalf("export resumed: %+v", r)
+	}
+
+	// The operator's copy of the stream before the append, where another
+	// event follows: at the saved position it holds another seal.
+	appendEvents(t, fork, key, eventstore.Event{Type: "AccountOpened", SchemaVersion: 1, Aggregate: eventstore.Aggregate{Kind: "player", ID: "trudy"},
+		Payload: []byte(`{"player":"trudy"}`)})
+	appendWithKey(t, fork, key)
+	broken := auditReport(t, 1, "--data", fork, "--public-key", pub, "--state", state)
+	if broken.ViolationCounts["continuity_broken"] != 1 || broken.NewEvents != 0 {
+		t.Fatalf("forked stream: %+v", broken)
+	}
+	if got := mustRead(t, state); string(got) != string(saved) {
+		t.Fatal("the state was rewritten after a failed continuity check")
+	}
+
+	if err := os.WriteFile(state, saved[:len(saved)/2], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := run(t, "audit", "--quiet", "--data", dir, "--state", state)
+	if code != 2 || !strings.Contains(stderr, "audit state unusable: truncated or corrupt") || !strings.Contains(stderr, "rerun a full audit") {
+		t.Fatalf("truncated state: exit %d: %s", code, stderr)
+	}
+	for _, args := range [][]string{
+		{"--data", dir, "--state", state, "--from-seal", "1"},
+		{"--data", dir, "--state", filepath.Join(dir, "no-such-dir", "audit.state")},
+	} {
+		if _, stderr, code := run(t, append([]string{"audit", "--quiet"}, args...)...); code != 2 {
 			t.Errorf("audit %v: exit %d, %q; want 2", args, code, stderr)
 		}
 	}
