@@ -199,9 +199,12 @@ func (b *builder) build(ctx context.Context, r eventstore.RecordedEvent) (*Messa
 		// still goes to DecodeEvent, and fails there.
 		return nil, nil
 	}
-	e, err := domain.DecodeEvent(r.Type, r.Payload)
-	if err != nil {
-		return nil, err
+	e, ok := domain.FastDecodeEvent(r.Type, r.Payload)
+	if !ok {
+		var err error
+		if e, err = domain.DecodeEvent(r.Type, r.Payload); err != nil {
+			return nil, err
+		}
 	}
 	h := Header{Seq: r.Sequence, EventID: r.ID, EventType: r.Type, At: r.RecordedAt}
 	var payload any
