@@ -167,24 +167,31 @@ func BenchmarkFeed(b *testing.B) {
 	db := benchDatabase(b)
 	conn := pgConn(b, db)
 
+	publishAll := func(pub message.Publisher, err error) error {
+		if err != nil {
+			return err
+		}
+		defer pub.Close()
+		for i := 0; i < len(msgs); i += batch {
+			if err := pub.Publish("tresor.feed", msgs[i:min(i+batch, len(msgs))]...); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	targets := []struct {
-		name  string
-		raw   func(run string) error
+		name string
+		raw  func(run string) error
+		// tx, for AMQP, is watermill-amqp's own publisher with
+		// transactions: what the feed used before confirms.
+		tx    func(run string) error
 		feed  func(run string) (feed.Target, error)
 		clean func(run string)
 	}{
 		{"amqp", func(run string) error {
-			pub, err := feed.NewAMQPPublisher(amqpURL, run)
-			if err != nil {
-				return err
-			}
-			defer pub.Close()
-			for i := 0; i < len(msgs); i += batch {
-				if err := pub.Publish("tresor.feed", msgs[i:min(i+batch, len(msgs))]...); err != nil {
-					return err
-				}
-			}
-			return nil
+			return publishAll(feed.NewAMQPPublisher(amqpURL, run))
+		}, func(run string) error {
+			return publishAll(feed.NewAMQPTxPublisher(amqpURL, run))
 		}, func(run string) (feed.Target, error) {
 			return feed.NewAMQPTarget(amqpURL, run, run)
 		}, func(run string) {
@@ -228,7 +235,7 @@ func BenchmarkFeed(b *testing.B) {
 				}
 			}
 			return nil
-		}, func(run string) (feed.Target, error) {
+		}, nil, func(run string) (feed.Target, error) {
 			return feed.NewSQLTarget(db, run, run)
 		}, func(run string) {
 			conn.Exec(ctx, `DROP TABLE IF EXISTS `+run)
@@ -257,6 +264,15 @@ func BenchmarkFeed(b *testing.B) {
 				}
 				rawRate := float64(len(msgs)) / time.Since(start).Seconds() // float-ok: a rate
 				tg.clean(run + "_raw")
+				var txRate float64 // float-ok: a rate
+				if tg.tx != nil {
+					start = time.Now()
+					if err := tg.tx(run + "_tx"); err != nil {
+						b.Fatal(err)
+					}
+					txRate = float64(len(msgs)) / time.Since(start).Seconds() // float-ok: a rate
+					tg.clean(run + "_tx")
+				}
 
 				target, err := tg.feed(run)
 				if err != nil {
@@ -274,6 +290,10 @@ func BenchmarkFeed(b *testing.B) {
 				b.ReportMetric(rawRate, "raw_msgs/s")
 				b.ReportMetric(feedRate, "feed_msgs/s")
 				b.ReportMetric(feedRate/rawRate, "x_yardstick")
+				if tg.tx != nil {
+					b.ReportMetric(txRate, "watermill_tx_msgs/s")
+					b.ReportMetric(feedRate/txRate, "x_watermill_tx")
+				}
 			}
 		})
 	}
