@@ -301,7 +301,7 @@ func decode(ev *eventstore.RecordedEvent) decoded {
 	if ev.SchemaVersion < 1 || ev.SchemaVersion > uint32(v) {
 		return bad(fmt.Sprintf("schema version 1 to %d", v), fmt.Sprint(ev.SchemaVersion))
 	}
-	e, ok := fastDecode(ev.Type, ev.Payload)
+	e, ok := domain.FastDecodeEvent(ev.Type, ev.Payload)
 	if !ok {
 		var err error
 		if e, err = domain.DecodeEvent(ev.Type, ev.Payload); err != nil {

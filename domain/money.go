@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 
 	"github.com/shopspring/decimal"
 )
@@ -49,6 +50,18 @@ func (a Amount) Decimal() decimal.Decimal { return decimal.New(int64(a), -2) }
 
 // String prints the amount in euros with exactly two decimals: "0.50", "-3.00".
 func (a Amount) String() string { return a.Decimal().StringFixed(2) }
+
+// AppendText appends what String gives, without the decimal's
+// allocations: the finance feed writes one or two amounts per message.
+func (a Amount) AppendText(b []byte) ([]byte, error) {
+	u := uint64(a)
+	if a < 0 {
+		b = append(b, '-')
+		u = -u
+	}
+	b = strconv.AppendUint(b, u/100, 10)
+	return append(b, '.', byte('0'+u/10%10), byte('0'+u%10)), nil
+}
 
 // MarshalText writes the amount as a decimal string with two decimals, so
 // JSON carries "12.50", never a float.

@@ -313,6 +313,11 @@ func (s subjects) decode(subject string, seq uint64, hdr nats.Header, data []byt
 	return ev, nil
 }
 
+// CheckHash checks the hash of an event read as stored (ReadStored,
+// FollowStored) as a checked read does: it returns an *IntegrityError
+// naming the sequence, the chain and aggregate, and both hashes, or nil.
+func CheckHash(ev *RecordedEvent) error { return hashMismatch(ev, ComputeHash(ev)) }
+
 // parse rebuilds a RecordedEvent from a stored message as stored, its Hash
 // the one of its Tresor-Hash header, without checking it. A malformed field
 // is an *IntegrityError naming the sequence.

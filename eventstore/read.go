@@ -200,7 +200,16 @@ func (s *NATSStore) ReadStored(ctx context.Context, from, to uint64, fn func(Rec
 
 // Follow implements Store.
 func (s *NATSStore) Follow(ctx context.Context, from uint64, fn func(RecordedEvent) error) error {
-	return s.consume(ctx, readSpec{from: from, contiguous: true}, func(ev RecordedEvent) (bool, error) {
+	return s.follow(ctx, readSpec{from: from, contiguous: true}, fn)
+}
+
+// FollowStored implements Store.
+func (s *NATSStore) FollowStored(ctx context.Context, from uint64, fn func(RecordedEvent) error) error {
+	return s.follow(ctx, readSpec{from: from, contiguous: true, stored: true}, fn)
+}
+
+func (s *NATSStore) follow(ctx context.Context, spec readSpec, fn func(RecordedEvent) error) error {
+	return s.consume(ctx, spec, func(ev RecordedEvent) (bool, error) {
 		return false, fn(ev)
 	})
 }

@@ -104,6 +104,12 @@ type Store interface {
 	// error as for ReadFrom; ErrDisconnected when the connection closes or
 	// stays down for a whole RequestTimeout.
 	Follow(ctx context.Context, from uint64, fn func(RecordedEvent) error) error
+	// FollowStored is Follow for events as stored: parsed, neither
+	// hash-checked nor upcast, so that the caller checks each hash with
+	// CheckHash where it likes (the finance feed, on another goroutine
+	// than the read). It returns what Follow returns but ErrIntegrity
+	// for a bad hash or *SchemaError.
+	FollowStored(ctx context.Context, from uint64, fn func(RecordedEvent) error) error
 	// LastSequence is the stream's last sequence (0 when empty).
 	LastSequence(ctx context.Context) (uint64, error)
 	// ChainHead is the head of chain as stored now. It returns ErrIntegrity

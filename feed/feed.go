@@ -200,32 +200,87 @@ func (f *feed) summarize(sum *Summary) {
 // errCaughtUp stops the read of an UntilCaughtUp feed at its last event.
 var errCaughtUp = errors.New("caught up")
 
+// The read runs on two goroutines, so that reading the stream and checking
+// and building what it read take two cores: the reader hands the events
+// as stored, in chunks of up to chunkMax, through a channel of chunksMax
+// chunks, to the builder, which checks each hash, builds the messages in
+// stream order and hands them on to the publisher.
+const (
+	chunkMax  = 128
+	chunksMax = 4
+)
+
 // read reads the stream from from into items, every event's hash checked:
-// up to last with UntilCaughtUp, following the tail otherwise. A full
-// items channel blocks it: the stream is read no faster than the target
-// confirms.
+// up to last with UntilCaughtUp, following the tail otherwise. Full
+// channels block it: the stream is read no faster than the target
+// confirms. The first error of either goroutine stops both.
 func (f *feed) read(ctx context.Context, from, last uint64, items chan<- item) error {
-	b := newBuilder(f.cfg.Kinds, f.store)
-	err := f.store.Follow(ctx, from, func(r eventstore.RecordedEvent) error {
-		m, err := b.build(ctx, r)
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	chunks := make(chan []eventstore.RecordedEvent, chunksMax)
+	built := make(chan error, 1)
+	go func() {
+		err := f.build(ctx, chunks, items)
 		if err != nil {
-			return fmt.Errorf("event %d (%s %s): %w", r.Sequence, r.Type, r.ID, err)
+			stop()
 		}
-		f.readSeq.Store(r.Sequence)
-		select {
-		case items <- item{seq: r.Sequence, remaining: r.AppendRemaining, msg: m}:
-		case <-ctx.Done():
-			return ctx.Err()
+		built <- err
+	}()
+	chunk := make([]eventstore.RecordedEvent, 0, chunkMax)
+	err := f.store.FollowStored(ctx, from, func(r eventstore.RecordedEvent) error {
+		chunk = append(chunk, r)
+		end := f.cfg.UntilCaughtUp && r.Sequence >= last
+		// A chunk is handed on when full, at the end, and at the end of
+		// an append at the head (where the next event may be long to
+		// come); behind the head, the next events are already there.
+		if len(chunk) == chunkMax || end || r.AppendRemaining == 0 && r.Sequence >= f.head.Load() {
+			select {
+			case chunks <- chunk:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+			chunk = make([]eventstore.RecordedEvent, 0, chunkMax)
 		}
-		if f.cfg.UntilCaughtUp && r.Sequence >= last {
+		if end {
 			return errCaughtUp
 		}
 		return nil
 	})
+	close(chunks)
+	if berr := <-built; berr != nil {
+		return berr
+	}
 	if errors.Is(err, errCaughtUp) {
 		return nil
 	}
 	return err
+}
+
+// build checks the hash of every event of chunks and turns them, in
+// order, into items, until chunks is closed or ctx ends. An event that
+// fails its hash check or does not decode is an error naming it: a feed
+// never skips what it cannot read.
+func (f *feed) build(ctx context.Context, chunks <-chan []eventstore.RecordedEvent, items chan<- item) error {
+	b := newBuilder(f.cfg.Kinds, f.store)
+	for chunk := range chunks {
+		for i := range chunk {
+			r := &chunk[i]
+			if err := eventstore.CheckHash(r); err != nil {
+				return fmt.Errorf("read %s: %w", r.ID, err)
+			}
+			m, err := b.build(ctx, *r)
+			if err != nil {
+				return fmt.Errorf("event %d (%s %s): %w", r.Sequence, r.Type, r.ID, err)
+			}
+			f.readSeq.Store(r.Sequence)
+			select {
+			case items <- item{seq: r.Sequence, remaining: r.AppendRemaining, msg: m}:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	return nil
 }
 
 // publishAll takes batches from items and publishes them until items is

@@ -183,6 +183,8 @@ type builder struct {
 	// store finds the stake of a play staked before the feed's first
 	// event, in its player's aggregate.
 	store eventstore.Store
+	// slab is where payloads are written (encode).
+	slab []byte
 }
 
 func newBuilder(kinds Kinds, store eventstore.Store) *builder {
@@ -199,12 +201,15 @@ func (b *builder) build(ctx context.Context, r eventstore.RecordedEvent) (*Messa
 		// still goes to DecodeEvent, and fails there.
 		return nil, nil
 	}
-	e, err := domain.DecodeEvent(r.Type, r.Payload)
-	if err != nil {
-		return nil, err
+	e, ok := domain.FastDecodeEvent(r.Type, r.Payload)
+	if !ok {
+		var err error
+		if e, err = domain.DecodeEvent(r.Type, r.Payload); err != nil {
+			return nil, err
+		}
 	}
 	h := Header{Seq: r.Sequence, EventID: r.ID, EventType: r.Type, At: r.RecordedAt}
-	var payload any
+	var p payload
 	var player, block string
 	switch e := e.(type) {
 	case *domain.PlaySettled:
@@ -213,7 +218,7 @@ func (b *builder) build(ctx context.Context, r eventstore.RecordedEvent) (*Messa
 			return nil, err
 		}
 		h.Kind, player, block = KindPlaySettled, e.Player, e.Block
-		payload = PlaySettled{Header: h, Play: e.Play, Player: e.Player, Block: e.Block, Unit: e.Unit,
+		p = &PlaySettled{Header: h, Play: e.Play, Player: e.Player, Block: e.Block, Unit: e.Unit,
 			Stake: stake, Tier: e.Tier, Prize: e.Prize, BySystem: e.BySystem}
 	default:
 		if s, ok := e.(*domain.StakePlaced); ok && b.kinds.Plays {
@@ -227,20 +232,51 @@ func (b *builder) build(ctx context.Context, r eventstore.RecordedEvent) (*Messa
 			return nil, nil
 		}
 		h.Kind = KindPostings
-		p := Postings{Header: h}
-		p.Player, p.Play, p.Block = postingRefs(e)
+		ps := &Postings{Header: h, Lines: make([]Line, 0, 2*len(postings))}
+		ps.Player, ps.Play, ps.Block = postingRefs(e)
 		for _, x := range postings {
-			p.Lines = append(p.Lines, Line{Account: x.Debit, Side: Debit, Amount: x.Amount},
+			ps.Lines = append(ps.Lines, Line{Account: x.Debit, Side: Debit, Amount: x.Amount},
 				Line{Account: x.Credit, Side: Credit, Amount: x.Amount})
 		}
-		player, block, payload = p.Player, p.Block, p
+		player, block, p = ps.Player, ps.Block, ps
 	}
-	body, err := json.Marshal(payload)
+	body, err := b.encode(p)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s message: %w", h.Kind, err)
 	}
 	return &Message{UUID: MessageUUID(h.Kind, r.ID), Kind: h.Kind, Seq: r.Sequence, EventID: r.ID, EventType: r.Type,
 		Player: player, Block: block, Payload: body}, nil
+}
+
+// payload is a message's payload: *Postings or *PlaySettled.
+type payload interface {
+	appendJSON(b []byte) ([]byte, bool)
+}
+
+// Payloads are written into slabs of slabSize bytes, a new one when less
+// than slabFreeMin is left (a payload is about 300 bytes): one allocation
+// for some two hundred messages instead of several per message.
+const (
+	slabSize    = 64 << 10
+	slabFreeMin = 1 << 10
+)
+
+// encode writes p's JSON, by hand when it can (appendJSON), with
+// encoding/json otherwise.
+func (b *builder) encode(p payload) ([]byte, error) {
+	if cap(b.slab)-len(b.slab) < slabFreeMin {
+		b.slab = make([]byte, 0, slabSize)
+	}
+	free := cap(b.slab) - len(b.slab)
+	out, ok := p.appendJSON(b.slab[len(b.slab):])
+	switch {
+	case !ok:
+		return json.Marshal(p)
+	case len(out) <= free: // written in the slab: claim it
+		b.slab = b.slab[:len(b.slab)+len(out)]
+		return out[:len(out):len(out)], nil
+	}
+	return out, nil
 }
 
 // postingRefs names the player, play and block an event's postings

@@ -20,12 +20,14 @@ type Target interface {
 	Checkpoint(ctx context.Context) (uint64, error)
 	// Publish publishes msgs in order, then moves the checkpoint to the
 	// stream sequence to; it returns only once the target has confirmed
-	// both. It returns an error wrapping ErrRefused when the target was
+	// the messages and, but for the checkpoint itself on RabbitMQ (whose
+	// confirm the next Publish or Close awaits), the checkpoint. It returns an error wrapping ErrRefused when the target was
 	// reached and refused the messages, ErrFenced when another feed moved
 	// the checkpoint or holds the name, or any other error when the target
 	// could not be reached (which the feed retries).
 	Publish(ctx context.Context, msgs []Message, to uint64) error
-	// Close releases the connection.
+	// Close awaits what Publish left unconfirmed (bounded), then releases
+	// the connection; it returns the error of that wait.
 	Close() error
 }
 

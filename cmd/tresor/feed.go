@@ -157,7 +157,13 @@ func runFeed(ctx context.Context, cfg *Config, o feedOptions, stderr io.Writer) 
 	if err != nil {
 		return usageError{err}
 	}
-	defer target.Close()
+	defer func() {
+		// RabbitMQ confirms a checkpoint with the next batch: the last
+		// one is awaited here.
+		if err := target.Close(); err != nil {
+			fmt.Fprintf(stderr, "feed %s: the last checkpoint is not confirmed, the next run may repeat one batch: %v\n", o.name, err)
+		}
+	}()
 	_, err = feed.Run(ctx, st.store, target, fc)
 	if errors.Is(err, context.Canceled) && ctx.Err() != nil {
 		return nil

@@ -699,10 +699,10 @@ func TestFeed(t *testing.T) {
 		if !strings.Contains(out, named) {
 			t.Fatalf("the error does not name the event (%s): %s", named, out)
 		}
-		// RabbitMQ routes a transaction's messages at its commit: the
-		// queues that took them keep them (here, the poison message too)
-		// when another refuses, and the commit fails. Every message
-		// before the poison one arrived, in order.
+		// The queues that took the poison message keep it when another
+		// refuses it (RabbitMQ nacks it), and so the messages after it
+		// in its batch. Every message before the poison one arrived, in
+		// order.
 		got, _ := dedupe(t, drain(t, f.amqp, q))
 		if len(got) < mid {
 			t.Fatalf("%d messages before the poison one, want %d", len(got), mid)

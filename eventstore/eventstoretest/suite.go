@@ -489,6 +489,27 @@ func testTamperDetected(t *testing.T, b Backend, cfg eventstore.Config) {
 	if ie.Sequence != forged || ie.What != "hash" || ie.Expected != evs[1].Hash.String() || ie.Found == ie.Expected {
 		t.Fatalf("integrity error %+v: want hash mismatch at %d expecting %s", ie, forged, evs[1].Hash)
 	}
+	// FollowStored hands every event on as stored, the forgery too, and
+	// CheckHash finds the forgery, and only it, as a checked read does.
+	fctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var bad []error
+	if err := s.FollowStored(fctx, 1, func(ev eventstore.RecordedEvent) error {
+		if err := eventstore.CheckHash(&ev); err != nil {
+			bad = append(bad, err)
+		}
+		if ev.Sequence == forged {
+			cancel()
+		}
+		return nil
+	}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("follow as stored: %v", err)
+	}
+	var fe *eventstore.IntegrityError
+	if len(bad) != 1 || !errors.As(bad[0], &fe) || !errors.Is(bad[0], eventstore.ErrIntegrity) ||
+		fe.Sequence != forged || fe.Expected != ie.Expected || fe.Found != ie.Found {
+		t.Fatalf("CheckHash over a stored follow: %v, want only %v", bad, ie)
+	}
 	if _, err := s.LoadAggregate(ctx, "c1", eventstore.Aggregate{Kind: "acct", ID: "a1"}); !errors.Is(err, eventstore.ErrIntegrity) {
 		t.Fatalf("load over a forged event: want ErrIntegrity, got %v", err)
 	}

@@ -1,26 +1,23 @@
-package audit
+package domain
 
-import (
-	"encoding/hex"
+import "encoding/hex"
 
-	"github.com/fdj/tresor/domain"
-)
-
-// fastDecode reads the payloads of the events a play is made of (seven of
-// every eight events of a busy stream) when they are exactly in the form
-// the writer's json.Marshal gives them: members in field order, no
-// whitespace, strings without escapes, amounts with two decimals. It
+// FastDecodeEvent reads the payloads of the events a play is made of
+// (seven of every eight events of a busy stream) when they are exactly in
+// the form the writer's json.Marshal gives them: members in field order,
+// no whitespace, strings without escapes, amounts with two decimals. It
 // returns ok false for anything else, and the caller decodes with
-// domain.DecodeEvent, so that both give the same event for every payload
-// fastDecode accepts (TestFastDecodeAgreesWithTheDomain) and its errors for
-// the rest. encoding/json spends most of an audit's time in reflection and
-// in scanning nested payloads twice; this is several times faster.
-func fastDecode(typ string, b []byte) (domain.Event, bool) {
+// DecodeEvent, so that both give the same event for every payload
+// FastDecodeEvent accepts (TestFastDecodeAgreesWithTheDomain) and its
+// errors for the rest. encoding/json spends most of an audit's (and a
+// feed's) time in reflection and in scanning nested payloads twice; this
+// is several times faster.
+func FastDecodeEvent(typ string, b []byte) (Event, bool) {
 	s := scanner{b: b, ok: true}
-	var e domain.Event
+	var e Event
 	switch typ {
-	case domain.TypeThrowMade:
-		m := &domain.ThrowMade{}
+	case TypeThrowMade:
+		m := &ThrowMade{}
 		s.lit(`{"play":`)
 		m.Play = s.str()
 		s.lit(`,"player":`)
@@ -28,7 +25,7 @@ func fastDecode(typ string, b []byte) (domain.Event, bool) {
 		s.lit(`,"throw":`)
 		m.Throw = s.int()
 		s.lit(`,"result":{"direction":`)
-		d, err := domain.ParseDirection(s.str())
+		d, err := ParseDirection(s.str())
 		s.ok = s.ok && err == nil
 		m.Result.Direction = d
 		s.lit(`,"steps":`)
@@ -38,12 +35,12 @@ func fastDecode(typ string, b []byte) (domain.Event, bool) {
 		s.lit(`,"col":`)
 		m.Result.Pawn.Col = s.int()
 		s.lit(`},"chest":`)
-		m.Result.Chest = domain.NoChest
+		m.Result.Chest = NoChest
 		if !s.null() {
 			m.Result.Chest = s.int()
-			s.ok = s.ok && m.Result.Chest < domain.ChestCount
+			s.ok = s.ok && m.Result.Chest < ChestCount
 			s.lit(`,"symbol":`)
-			sym, err := domain.ParseSymbol(s.str())
+			sym, err := ParseSymbol(s.str())
 			s.ok = s.ok && err == nil
 			m.Result.Symbol = sym
 		} else {
@@ -52,8 +49,8 @@ func fastDecode(typ string, b []byte) (domain.Event, bool) {
 		s.lit(`}`)
 		m.BySystem = s.bySystem()
 		e = m
-	case domain.TypeUnitAssigned:
-		u := &domain.UnitAssigned{}
+	case TypeUnitAssigned:
+		u := &UnitAssigned{}
 		u.Play, u.Player, u.Block = s.playHead()
 		s.lit(`,"proof":{"unit":`)
 		n := s.int()
@@ -77,8 +74,8 @@ func fastDecode(typ string, b []byte) (domain.Event, bool) {
 		}
 		s.lit(`]}}`)
 		e = u
-	case domain.TypeStakePlaced:
-		p := &domain.StakePlaced{}
+	case TypeStakePlaced:
+		p := &StakePlaced{}
 		p.Play, p.Player, p.Block = s.playHead()
 		s.lit(`,"stake":`)
 		p.Stake = s.amount()
@@ -88,8 +85,8 @@ func fastDecode(typ string, b []byte) (domain.Event, bool) {
 		p.Balance = s.amount()
 		s.lit(`}`)
 		e = p
-	case domain.TypePlaySettled:
-		p := &domain.PlaySettled{}
+	case TypePlaySettled:
+		p := &PlaySettled{}
 		p.Play, p.Player, p.Block = s.playHead()
 		s.lit(`,"unit":`)
 		n := s.int()
@@ -101,8 +98,8 @@ func fastDecode(typ string, b []byte) (domain.Event, bool) {
 		p.Prize = s.amount()
 		p.BySystem = s.bySystem()
 		e = p
-	case domain.TypePrizePaid:
-		p := &domain.PrizePaid{}
+	case TypePrizePaid:
+		p := &PrizePaid{}
 		p.Play, p.Player, p.Block = s.playHead()
 		s.lit(`,"amount":`)
 		p.Amount = s.amount()
@@ -180,16 +177,16 @@ func (s *scanner) int() int {
 	return v
 }
 
-// amount reads an amount as domain.Amount writes it: "<euros>.<cents>",
+// amount reads an amount as Amount writes it: "<euros>.<cents>",
 // 1 to 13 digits of euros.
-func (s *scanner) amount() domain.Amount {
+func (s *scanner) amount() Amount {
 	v := s.str()
 	dot := len(v) - 3
 	if !s.ok || dot < 1 || dot > 13 || v[dot] != '.' {
 		s.ok = false
 		return 0
 	}
-	var a domain.Amount
+	var a Amount
 	for i := 0; i < len(v); i++ {
 		if i == dot {
 			continue
@@ -198,17 +195,17 @@ func (s *scanner) amount() domain.Amount {
 			s.ok = false
 			return 0
 		}
-		a = a*10 + domain.Amount(v[i]-'0')
+		a = a*10 + Amount(v[i]-'0')
 	}
-	if a > domain.AmountMax {
+	if a > AmountMax {
 		s.ok = false
 		return 0
 	}
 	return a
 }
 
-func (s *scanner) tier() domain.Tier {
-	t, err := domain.ParseTier(s.str())
+func (s *scanner) tier() Tier {
+	t, err := ParseTier(s.str())
 	s.ok = s.ok && err == nil
 	return t
 }

@@ -1,4 +1,4 @@
-package audit
+package domain_test
 
 import (
 	"encoding/json"
@@ -25,7 +25,7 @@ func TestFastDecodeAgreesWithTheDomain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e, ok := fastDecode(typ, payload); ok {
+		if e, ok := domain.FastDecodeEvent(typ, payload); ok {
 			fast++
 			if !reflect.DeepEqual(e, env.Event) {
 				t.Fatalf("%s %s: fast %+v, want %+v", typ, payload, e, env.Event)
@@ -42,7 +42,7 @@ func TestFastDecodeAgreesWithTheDomain(t *testing.T) {
 					append(append(append([]byte{}, payload[:i]...), c), payload[i:]...),
 					append(append([]byte{}, payload[:i]...), payload[i+1:]...),
 				} {
-					got, ok := fastDecode(typ, p)
+					got, ok := domain.FastDecodeEvent(typ, p)
 					if !ok {
 						continue
 					}
@@ -60,7 +60,7 @@ func TestFastDecodeAgreesWithTheDomain(t *testing.T) {
 }
 
 // FuzzFastDecode looks for a payload the fast decoder accepts and reads
-// otherwise than the domain (go test -fuzz FuzzFastDecode ./audit).
+// otherwise than the domain (go test -fuzz FuzzFastDecode ./domain).
 func FuzzFastDecode(f *testing.F) {
 	for _, env := range projectionstest.Standard(f, projectionstest.SmallRules(f)).Events {
 		if env.Event == nil {
@@ -71,7 +71,7 @@ func FuzzFastDecode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, typ string, payload []byte) {
-		got, ok := fastDecode(typ, payload)
+		got, ok := domain.FastDecodeEvent(typ, payload)
 		if !ok {
 			return
 		}
