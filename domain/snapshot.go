@@ -76,10 +76,34 @@ type limitJSON struct {
 	PendingPresent bool      `json:"pending_present"`
 }
 
+// rollingJSON holds a rolling sum's running totals in cents, as numbers:
+// there are as many as movements in the retention.
 type rollingJSON struct {
-	At   []int64  `json:"at"`
-	Cum  []Amount `json:"cum"`
-	Base Amount   `json:"base"`
+	At   []int64 `json:"at"`
+	Cum  []int64 `json:"cum"`
+	Base Amount  `json:"base"`
+}
+
+func encodeRolling(w rolling) rollingJSON {
+	cum := make([]int64, len(w.cum))
+	for i, c := range w.cum {
+		cum[i] = int64(c)
+	}
+	return rollingJSON{At: w.at, Cum: cum, Base: w.base}
+}
+
+func decodeRolling(r rollingJSON) (rolling, error) {
+	if len(r.At) != len(r.Cum) {
+		return rolling{}, fmt.Errorf("%w: rolling sum of %d times and %d totals", ErrSnapshotFormat, len(r.At), len(r.Cum))
+	}
+	w := rolling{at: r.At, base: r.Base}
+	if len(r.Cum) > 0 {
+		w.cum = make([]Amount, len(r.Cum))
+		for i, c := range r.Cum {
+			w.cum[i] = Amount(c)
+		}
+	}
+	return w, nil
 }
 
 type blockJSON struct {
@@ -188,8 +212,7 @@ func EncodeLedger(l *Ledger) ([]byte, error) {
 func encodeAccount(a *Account) accountJSON {
 	out := accountJSON{Player: a.Player, Balance: a.Balance, SelfExcluded: a.SelfExcluded,
 		ExcludedUntil: unixNano(a.ExcludedUntil), BansIssued: a.bansIssued,
-		Deposits: rollingJSON{At: a.deposits.at, Cum: a.deposits.cum, Base: a.deposits.base},
-		Stakes:   rollingJSON{At: a.stakes.at, Cum: a.stakes.cum, Base: a.stakes.base}}
+		Deposits: encodeRolling(a.deposits), Stakes: encodeRolling(a.stakes)}
 	keys := make([]LimitKey, 0, len(a.Limits))
 	for k := range a.Limits {
 		keys = append(keys, k)
@@ -232,7 +255,11 @@ func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
 		l.playerIdx[p] = uint32(i)
 	}
 	for _, a := range s.Accounts {
-		l.Accounts[a.Player] = decodeAccount(a)
+		acct, err := decodeAccount(a)
+		if err != nil {
+			return nil, err
+		}
+		l.Accounts[a.Player] = acct
 	}
 	for _, e := range s.Emissions {
 		l.Emissions[e.ID] = &e
@@ -276,11 +303,17 @@ func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
 	return l, nil
 }
 
-func decodeAccount(a accountJSON) *Account {
+func decodeAccount(a accountJSON) (*Account, error) {
+	deposits, err := decodeRolling(a.Deposits)
+	if err != nil {
+		return nil, err
+	}
+	stakes, err := decodeRolling(a.Stakes)
+	if err != nil {
+		return nil, err
+	}
 	acct := &Account{Player: a.Player, Balance: a.Balance, Limits: map[LimitKey]*Limit{}, SelfExcluded: a.SelfExcluded,
-		ExcludedUntil: fromUnixNano(a.ExcludedUntil), bansIssued: a.BansIssued,
-		deposits: rolling{at: a.Deposits.At, cum: a.Deposits.Cum, base: a.Deposits.Base},
-		stakes:   rolling{at: a.Stakes.At, cum: a.Stakes.Cum, base: a.Stakes.Base}}
+		ExcludedUntil: fromUnixNano(a.ExcludedUntil), bansIssued: a.BansIssued, deposits: deposits, stakes: stakes}
 	for _, lim := range a.Limits {
 		acct.Limits[LimitKey{lim.Kind, lim.Days}] = &Limit{Amount: lim.Amount, Pending: lim.Pending,
 			PendingFrom: fromUnixNano(lim.PendingFrom), pendingPresent: lim.PendingPresent}
@@ -291,7 +324,7 @@ func decodeAccount(a accountJSON) *Account {
 		}
 		acct.Bans[b.ID] = &b
 	}
-	return acct
+	return acct, nil
 }
 
 // sortedKeys returns a map's keys in ascending order.

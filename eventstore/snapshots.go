@@ -69,8 +69,9 @@ type SnapshotConfig struct {
 
 // Snapshots keeps authenticated snapshots in a JetStream Object Store.
 type Snapshots struct {
-	os  jetstream.ObjectStore
-	cfg SnapshotConfig
+	store *NATSStore
+	os    jetstream.ObjectStore
+	cfg   SnapshotConfig
 }
 
 // Metadata keys of a snapshot object.
@@ -100,7 +101,7 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
 	}
-	return &Snapshots{os: os, cfg: cfg}, nil
+	return &Snapshots{store: s, os: os, cfg: cfg}, nil
 }
 
 // name orders a kind's snapshots by sequence: zero-padded, they sort as
@@ -217,4 +218,60 @@ func (s *NATSStore) HeadAt(ctx context.Context, chain string, seq uint64) (Head,
 		return Head{}, fmt.Errorf("the event at sequence %d is of chain %s, not %s: %w", seq, ev.Chain, chain, ErrInvalid)
 	}
 	return Head{Sequence: ev.Sequence, ChainSeq: ev.ChainSeq, Hash: ev.Hash}, nil
+}
+
+// SnapshotSlot is where one kind of state of one chain keeps its
+// snapshots, in one format under one rule set: Load refuses any other.
+type SnapshotSlot struct {
+	snaps       *Snapshots
+	kind, chain string
+	format      int
+	ruleSet     string
+}
+
+// Slot returns the slot of a kind of state of chain, whose data is in
+// format under ruleSet.
+func (s *Snapshots) Slot(kind, chain string, format int, ruleSet string) *SnapshotSlot {
+	return &SnapshotSlot{snaps: s, kind: kind, chain: chain, format: format, ruleSet: ruleSet}
+}
+
+// Save stores data, the state after the event at stream sequence seq, with
+// the hash of that event as the stream holds it now.
+func (sl *SnapshotSlot) Save(ctx context.Context, seq uint64, data []byte) error {
+	head, err := sl.snaps.store.HeadAt(ctx, sl.chain, seq)
+	if err != nil {
+		return fmt.Errorf("save %s snapshot: %w", sl.kind, err)
+	}
+	return sl.snaps.Put(ctx, SnapshotMeta{Kind: sl.kind, Chain: sl.chain, Sequence: seq, ChainSeq: head.ChainSeq, Head: head.Hash,
+		Format: sl.format, RuleSet: sl.ruleSet, CreatedAt: time.Now().UTC()}, data)
+}
+
+// Load returns the newest snapshot and its sequence once it has passed
+// every check: its authentication, its format and rule set, and the
+// stream still holding, at its sequence, the event whose hash it names.
+// A snapshot is never trusted over the stream: the error (ErrNoSnapshot
+// or one naming the failed check) means replaying from the start.
+func (sl *SnapshotSlot) Load(ctx context.Context) (uint64, []byte, error) {
+	meta, data, err := sl.snaps.Latest(ctx, sl.kind, sl.chain)
+	if err != nil {
+		return 0, nil, err
+	}
+	name := snapshotName(meta.Kind, meta.Chain, meta.Sequence)
+	switch {
+	case meta.Kind != sl.kind || meta.Chain != sl.chain:
+		return 0, nil, fmt.Errorf("%w: %s: names %s of chain %s", ErrSnapshotRefused, name, meta.Kind, meta.Chain)
+	case meta.Format != sl.format:
+		return 0, nil, fmt.Errorf("%w: %s: format version %d, this build reads %d", ErrSnapshotRefused, name, meta.Format, sl.format)
+	case meta.RuleSet != sl.ruleSet:
+		return 0, nil, fmt.Errorf("%w: %s: rule set %s, this build runs %s", ErrSnapshotRefused, name, meta.RuleSet, sl.ruleSet)
+	}
+	head, err := sl.snaps.store.HeadAt(ctx, sl.chain, meta.Sequence)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %s: %w", ErrSnapshotRefused, name, err)
+	}
+	if head.Hash != meta.Head || head.ChainSeq != meta.ChainSeq {
+		return 0, nil, fmt.Errorf("%w: %s: the stream holds event %s (chain position %d) at sequence %d, the snapshot names %s (%d)",
+			ErrSnapshotRefused, name, head.Hash, head.ChainSeq, meta.Sequence, meta.Head, meta.ChainSeq)
+	}
+	return meta.Sequence, data, nil
 }
