@@ -30,10 +30,7 @@ func TestConformance(t *testing.T) {
 func TestARestoredStoreResumesFromItsCheckpointAsOneThatAppliedEverything(t *testing.T) {
 	rules := projectionstest.SmallRules(t)
 	w := projectionstest.Standard(t, rules)
-	half := len(w.Events) / 2
-	for w.Events[half-1].AppendRemaining > 0 {
-		half++ // a store holds whole appends
-	}
+	half := len(projectionstest.WholeAppends(w.Events, len(w.Events)/2))
 	// given a store that applied half the stream, encoded
 	first := memstore.New(rules)
 	projectionstest.Project(t, first, w.Events[:half], 7)
