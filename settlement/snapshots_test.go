@@ -295,3 +295,36 @@ func TestATamperedSnapshotIsIgnoredForTheFullReplay(t *testing.T) {
 		})
 	}
 }
+
+func TestSnapshotsAreTakenEveryNEventsWhileTheWriterRuns(t *testing.T) {
+	var sw snapshotWorld
+	sw.at(snapT0)
+	n := startNodeWith(t, t.TempDir(), func(n *node, c *Config) {
+		c.Rules = projectionstest.SmallRules(t)
+		c.SnapshotEvery = 10
+		snaps, err := n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey(), Keep: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw.snaps = snaps
+		c.Snapshots = WriterSnapshots(snaps, c.Rules)
+	})
+	// given a running writer that snapshots every 10 events
+	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
+	for i := range 8 {
+		fundedPlayer(t, n.w, fmt.Sprint("p", i), 1000)
+	}
+	// then snapshots follow it without a stop, the newest a few events
+	// behind at most
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		meta, _, err := sw.snaps.Latest(eventstoretest.Ctx(t, time.Minute), SnapshotKind, Chain)
+		if err != nil {
+			return err
+		}
+		if last := n.w.LastSeq(); meta.Sequence+10 < last {
+			return fmt.Errorf("newest snapshot at %d, the writer at %d", meta.Sequence, last)
+		}
+		return nil
+	})
+
+}
