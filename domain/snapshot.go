@@ -76,32 +76,41 @@ type limitJSON struct {
 	PendingPresent bool      `json:"pending_present"`
 }
 
-// rollingJSON holds a rolling sum's running totals in cents, as numbers:
-// there are as many as movements in the retention.
+// rollingJSON holds a rolling sum: its total before the movements kept,
+// and the movements, packed (there are as many as stakes in 31 days): for
+// each, as unsigned varints, the time since the previous one (Unix ns for
+// the first) and its amount in cents (the difference of running totals).
 type rollingJSON struct {
-	At   []int64 `json:"at"`
-	Cum  []int64 `json:"cum"`
-	Base Amount  `json:"base"`
+	Base      Amount `json:"base"`
+	Movements []byte `json:"movements"`
 }
 
 func encodeRolling(w rolling) rollingJSON {
-	cum := make([]int64, len(w.cum))
-	for i, c := range w.cum {
-		cum[i] = int64(c)
+	b := make([]byte, 0, 8*len(w.at))
+	prevAt, prevCum := int64(0), w.base
+	for i, at := range w.at {
+		b = binary.AppendUvarint(b, uint64(at-prevAt))
+		b = binary.AppendUvarint(b, uint64(w.cum[i]-prevCum))
+		prevAt, prevCum = at, w.cum[i]
 	}
-	return rollingJSON{At: w.at, Cum: cum, Base: w.base}
+	return rollingJSON{Base: w.base, Movements: b}
 }
 
 func decodeRolling(r rollingJSON) (rolling, error) {
-	if len(r.At) != len(r.Cum) {
-		return rolling{}, fmt.Errorf("%w: rolling sum of %d times and %d totals", ErrSnapshotFormat, len(r.At), len(r.Cum))
-	}
-	w := rolling{at: r.At, base: r.Base}
-	if len(r.Cum) > 0 {
-		w.cum = make([]Amount, len(r.Cum))
-		for i, c := range r.Cum {
-			w.cum[i] = Amount(c)
+	w := rolling{base: r.Base}
+	at, cum := int64(0), r.Base
+	for b := r.Movements; len(b) > 0; {
+		dt, n := binary.Uvarint(b)
+		if n <= 0 {
+			return rolling{}, fmt.Errorf("%w: rolling sum: malformed movement", ErrSnapshotFormat)
 		}
+		da, m := binary.Uvarint(b[n:])
+		if m <= 0 {
+			return rolling{}, fmt.Errorf("%w: rolling sum: malformed movement", ErrSnapshotFormat)
+		}
+		b = b[n+m:]
+		at, cum = at+int64(dt), cum+Amount(da)
+		w.at, w.cum = append(w.at, at), append(w.cum, cum)
 	}
 	return w, nil
 }
