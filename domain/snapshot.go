@@ -1,6 +1,7 @@
 package domain
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -248,9 +249,16 @@ func encodeAccount(a *Account) accountJSON {
 // another rule set or bytes that do not decode or contradict themselves.
 // The ledger has no decks: the writer attaches them.
 func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
+	// A field this build does not know means another format, whatever
+	// its version says: refused, never half read.
 	var s ledgerJSON
-	if err := json.Unmarshal(b, &s); err != nil {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: data after the ledger", ErrSnapshotFormat)
 	}
 	if s.Format != LedgerFormatVersion {
 		return nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrSnapshotFormat, s.Format, LedgerFormatVersion)

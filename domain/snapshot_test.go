@@ -230,6 +230,7 @@ func TestLedgerSnapshotsOfAnotherFormatOrRuleSetAreRefused(t *testing.T) {
 		"another rule set": {other, b},
 		"unknown version":  {w.l.Rules, bytes.Replace(b, []byte(`"format":1`), []byte(`"format":99`), 1)},
 		"truncated":        {w.l.Rules, b[:len(b)/2]},
+		"an unknown field": {w.l.Rules, bytes.Replace(b, []byte(`"format":1`), []byte(`"format":1,"at":[]`), 1)},
 	} {
 		if _, err := DecodeLedger(c.rules, c.b); !errors.Is(err, ErrSnapshotFormat) {
 			t.Errorf("%s: %v", name, err)
