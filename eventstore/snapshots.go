@@ -25,6 +25,19 @@ const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 // SnapshotKeepDefault is how many snapshots of each kind and chain are kept.
 const SnapshotKeepDefault = 3
 
+// snapshotAckMax bounds the wait for the acknowledgement of each chunk of
+// a snapshot being stored.
+const snapshotAckMax = time.Minute
+
+// snapshotChunk is the size of the chunks a snapshot is stored in, and
+// snapshotChunksPending how many may await their acknowledgement: a read
+// models' snapshot of a sold-out block is about 1.3 GB, which in the
+// default 128 KiB chunks, all in flight, the server refuses (429).
+const (
+	snapshotChunk         = 512 << 10
+	snapshotChunksPending = 64
+)
+
 // ErrNoSnapshot is returned by Latest when there is no snapshot of a kind.
 var ErrNoSnapshot = errors.New("no snapshot")
 
@@ -94,9 +107,16 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 	if cfg.Replicas == 0 {
 		cfg.Replicas = s.cfg.Replicas
 	}
+	// A snapshot is many chunks published asynchronously: a loaded
+	// server may take more than a request's timeout to acknowledge them.
+	js, err := jetstream.New(s.nc, jetstream.WithDefaultTimeout(s.cfg.RequestTimeout), jetstream.WithPublishAsyncTimeout(snapshotAckMax),
+		jetstream.WithPublishAsyncMaxPending(snapshotChunksPending))
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
+	}
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	os, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.Bucket,
+	os, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.Bucket,
 		Description: "Tresor snapshots of the writer and the read models", Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
@@ -127,7 +147,8 @@ func (s *Snapshots) Put(ctx context.Context, meta SnapshotMeta, data []byte) err
 		return fmt.Errorf("put snapshot: %w", err)
 	}
 	name := snapshotName(meta.Kind, meta.Chain, meta.Sequence)
-	om := jetstream.ObjectMeta{Name: name, Metadata: map[string]string{snapshotMetaKey: string(mb), snapshotMACKey: s.mac(mb, data)}}
+	om := jetstream.ObjectMeta{Name: name, Metadata: map[string]string{snapshotMetaKey: string(mb), snapshotMACKey: s.mac(mb, data)},
+		Opts: &jetstream.ObjectMetaOptions{ChunkSize: snapshotChunk}}
 	if _, err := s.os.Put(ctx, om, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("put snapshot %s: %w", name, err)
 	}
