@@ -32,10 +32,10 @@ const snapshotAckMax = time.Minute
 // snapshotChunk is the size of the chunks a snapshot is stored in, and
 // snapshotChunksPending how many may await their acknowledgement: a read
 // models' snapshot of a sold-out block is about 1.3 GB, which in the
-// default 128 KiB chunks, all in flight, the server refuses (429).
+// default 128 KiB chunks, all in flight, or 64 of 512 KiB, the server refuses (429).
 const (
 	snapshotChunk         = 512 << 10
-	snapshotChunksPending = 64
+	snapshotChunksPending = 8
 )
 
 // ErrNoSnapshot is returned by Latest when there is no snapshot of a kind.
