@@ -72,7 +72,9 @@ func startingLedger(ctx context.Context, cfg Config) (*domain.Ledger, uint64, *F
 	if cfg.Snapshots == nil {
 		return fresh(), 0, nil
 	}
+	start := time.Now()
 	seq, data, err := cfg.Snapshots.Load(ctx)
+	loaded := time.Since(start)
 	if err == nil {
 		// Two copies: the writer's, and the follower's that snapshots
 		// are taken from. They decode side by side.
@@ -87,7 +89,8 @@ func startingLedger(ctx context.Context, cfg Config) (*domain.Ledger, uint64, *F
 		<-decoded
 		// Both copies decode the same bytes: one error says it.
 		if err = cmp.Or(lerr, ferr); err == nil {
-			cfg.Logger.Info("starting from a snapshot", "seq", seq, "bytes", len(data))
+			cfg.Logger.Info("starting from a snapshot", "seq", seq, "bytes", len(data), "load", loaded.Round(time.Millisecond),
+				"decode", (time.Since(start) - loaded).Round(time.Millisecond))
 			return l, seq, NewFollower(f, seq)
 		}
 	}
