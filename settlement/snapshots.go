@@ -1,7 +1,6 @@
 package settlement
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -59,39 +58,31 @@ func (f *Follower) Seq() uint64 { return f.seq }
 // Encode returns the ledger's snapshot as of Seq.
 func (f *Follower) Encode() ([]byte, error) { return domain.EncodeLedger(f.ledger) }
 
-// startingLedger returns the ledger the writer starts from, the sequence
-// it holds everything up to, and (with snapshots) a follower at the same
-// point: the newest snapshot that passes every check, or an empty ledger
-// when there is none or it fails one, which the log names.
-func startingLedger(ctx context.Context, cfg Config) (*domain.Ledger, uint64, *Follower) {
+// startingLedger returns the ledger the writer starts from and the
+// sequence it holds everything up to: the newest snapshot that passes every
+// check, or an empty ledger when there is none or it fails one, which the
+// log names. With snapshots, it also returns where the follower starts: the
+// snapshot's bytes, which the follower decodes itself once the writer runs
+// (a second decode would delay the start), or an empty follower beside an
+// empty ledger.
+func startingLedger(ctx context.Context, cfg Config) (*domain.Ledger, uint64, *Follower, []byte) {
 	fresh := func() *domain.Ledger {
 		l := domain.NewLedger(cfg.Rules)
 		l.IdempotencyWindow = cfg.IdempotencyWindow
 		return l
 	}
 	if cfg.Snapshots == nil {
-		return fresh(), 0, nil
+		return fresh(), 0, nil, nil
 	}
 	start := time.Now()
 	seq, data, err := cfg.Snapshots.Load(ctx)
 	loaded := time.Since(start)
 	if err == nil {
-		// Two copies: the writer's, and the follower's that snapshots
-		// are taken from. They decode side by side.
-		var f *domain.Ledger
-		var ferr error
-		decoded := make(chan struct{})
-		go func() {
-			defer close(decoded)
-			f, ferr = decodeLedger(cfg, data)
-		}()
-		l, lerr := decodeLedger(cfg, data)
-		<-decoded
-		// Both copies decode the same bytes: one error says it.
-		if err = cmp.Or(lerr, ferr); err == nil {
+		var l *domain.Ledger
+		if l, err = decodeLedger(cfg, data); err == nil {
 			cfg.Logger.Info("starting from a snapshot", "seq", seq, "bytes", len(data), "load", loaded.Round(time.Millisecond),
 				"decode", (time.Since(start) - loaded).Round(time.Millisecond))
-			return l, seq, NewFollower(f, seq)
+			return l, seq, nil, data
 		}
 	}
 	if errors.Is(err, eventstore.ErrNoSnapshot) {
@@ -99,7 +90,7 @@ func startingLedger(ctx context.Context, cfg Config) (*domain.Ledger, uint64, *F
 	} else {
 		cfg.Logger.Warn("snapshot ignored: replaying the whole stream", "reason", err)
 	}
-	return fresh(), 0, NewFollower(fresh(), 0)
+	return fresh(), 0, NewFollower(fresh(), 0), nil
 }
 
 // decodeLedger decodes a snapshot and checks it was taken under the
@@ -124,7 +115,12 @@ const snapshotSaveMax = time.Minute
 // acknowledged, in the order they were submitted, and takes snapshots
 // from it: the writer's loop only queues its appends, never waits.
 type snapshotter struct {
+	// f is the follower; nil until run has decoded data, the snapshot
+	// taken at dataSeq that the writer started from.
 	f        *Follower
+	data     []byte
+	dataSeq  uint64
+	cfg      Config
 	store    SnapshotStore
 	every    int
 	interval time.Duration
@@ -141,9 +137,11 @@ type snapshotter struct {
 	taken time.Time
 }
 
-func newSnapshotter(f *Follower, cfg Config, since int) *snapshotter {
-	return &snapshotter{f: f, store: cfg.Snapshots, every: cfg.SnapshotEvery, interval: cfg.SnapshotInterval,
-		log: cfg.Logger, wake: make(chan struct{}, 1), since: since, taken: time.Now()}
+// newSnapshotter follows on from f, or from the snapshot data taken at
+// dataSeq when f is nil; since counts the events replayed after it.
+func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since int) *snapshotter {
+	return &snapshotter{f: f, data: data, dataSeq: dataSeq, cfg: cfg, store: cfg.Snapshots, every: cfg.SnapshotEvery,
+		interval: cfg.SnapshotInterval, log: cfg.Logger, wake: make(chan struct{}, 1), since: since, taken: time.Now()}
 }
 
 // push queues an append handed to the log; it never blocks.
@@ -161,6 +159,15 @@ func (s *snapshotter) push(a *appendDone) {
 // returned and every append has answered), then takes a last snapshot of
 // what is new, so that the next start replays nothing.
 func (s *snapshotter) run(stop <-chan struct{}) {
+	if s.f == nil {
+		l, err := decodeLedger(s.cfg, s.data)
+		if err != nil {
+			// The writer decoded the same bytes: a bug, not a bad snapshot.
+			s.log.Error("snapshots stopped: the follower cannot decode the snapshot the writer started from", "err", err)
+			return
+		}
+		s.f, s.data = NewFollower(l, s.dataSeq), nil
+	}
 	tick := time.NewTicker(min(s.interval, time.Minute))
 	defer tick.Stop()
 	for {

@@ -328,3 +328,33 @@ func TestSnapshotsAreTakenEveryNEventsWhileTheWriterRuns(t *testing.T) {
 	})
 
 }
+
+func TestTheFollowerAppliesTheEventsReplayedAfterItsSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	var sw snapshotWorld
+	sw.at(snapT0)
+	// given a snapshot, then events recorded by a writer without snapshots
+	n := sw.start(t, dir, true)
+	beforeSnapshot(t, n.w)
+	n.stop()
+	n = sw.start(t, dir, false)
+	fundedPlayer(t, n.w, "late", 500)
+	n.stop()
+	// when a writer starts from the snapshot, replaying those events, and
+	// stops
+	n = sw.start(t, dir, true)
+	first := sw.slot.seq
+	n.stop()
+	// then its follower applied them after decoding the snapshot: the
+	// next start loads a snapshot of the stream's head, which holds them
+	n = sw.start(t, dir, true)
+	if sw.slot.err != nil || sw.slot.seq <= first {
+		t.Fatalf("loaded %d after %d: %v", sw.slot.seq, first, sw.slot.err)
+	}
+	want, l := streamState(t, n)
+	var got []byte
+	n.w.Inspect(context.Background(), func(l *domain.Ledger) { got, _ = domain.EncodeLedger(l) })
+	if !bytes.Equal(got, want) || l.Accounts["late"] == nil {
+		t.Fatal("the writer's state from the follower's snapshot differs from the stream's")
+	}
+}

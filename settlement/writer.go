@@ -210,14 +210,20 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l, after, follower := startingLedger(ctx, cfg)
+	l, after, follower, followerData := startingLedger(ctx, cfg)
+	// The events after the snapshot, for the follower that decodes it
+	// once the writer runs: as an append already durable.
+	tail := &appendDone{done: closedDone}
 	replayed := 0
 	last, err := log.Replay(ctx, after, func(seq uint64, at time.Time, e domain.Event) error {
 		replayed++
-		if follower != nil {
+		switch {
+		case follower != nil:
 			if err := follower.Apply(seq, at, e); err != nil {
 				return err
 			}
+		case followerData != nil:
+			tail.recs, tail.seqs = append(tail.recs, Record{Event: e, At: at}), append(tail.seqs, seq)
 		}
 		return l.Evolve(at, e)
 	})
@@ -238,18 +244,22 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 			return nil, err
 		}
 	}
-	loopCtx, cancel := context.WithCancel(context.Background())
-	w.cancel = cancel
-	w.wg.Add(1)
-	go w.loop(loopCtx)
-	if follower != nil {
-		w.snap = newSnapshotter(follower, cfg, replayed)
+	if cfg.Snapshots != nil {
+		// Before the loop, which queues its appends after the tail.
+		w.snap = newSnapshotter(cfg, follower, followerData, after, replayed)
+		if len(tail.recs) > 0 {
+			w.snap.push(tail)
+		}
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
 			w.snap.run(w.exited)
 		}()
 	}
+	loopCtx, cancel := context.WithCancel(context.Background())
+	w.cancel = cancel
+	w.wg.Add(1)
+	go w.loop(loopCtx)
 	if cfg.Settings != nil {
 		if _, err := w.Execute(ctx, domain.AdoptSettings{Settings: *cfg.Settings}); err != nil {
 			w.Close()
