@@ -25,18 +25,12 @@ const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 // SnapshotKeepDefault is how many snapshots of each kind and chain are kept.
 const SnapshotKeepDefault = 3
 
-// snapshotAckMax bounds the wait for the acknowledgement of each chunk of
-// a snapshot being stored.
-const snapshotAckMax = time.Minute
-
-// snapshotChunk is the size of the chunks a snapshot is stored in, and
-// snapshotChunksPending how many may await their acknowledgement: a read
-// models' snapshot of a sold-out block is about 1.3 GB, which in the
-// default 128 KiB chunks, all in flight, or 64 of 512 KiB, the server refuses (429).
-const (
-	snapshotChunk         = 512 << 10
-	snapshotChunksPending = 8
-)
+// snapshotChunk is the size of the chunks a snapshot is stored in. The
+// Object Store publishes them with up to 4 000 awaiting their
+// acknowledgement (its own setting), and the server refuses (429) a
+// stream's ingest beyond 128 MiB buffered: in 16 KiB chunks at most 64 MiB
+// are, where the default 128 KiB chunks let a 1.3 GB snapshot be refused.
+const snapshotChunk = 16 << 10
 
 // ErrNoSnapshot is returned by Latest when there is no snapshot of a kind.
 var ErrNoSnapshot = errors.New("no snapshot")
@@ -107,16 +101,9 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 	if cfg.Replicas == 0 {
 		cfg.Replicas = s.cfg.Replicas
 	}
-	// A snapshot is many chunks published asynchronously: a loaded
-	// server may take more than a request's timeout to acknowledge them.
-	js, err := jetstream.New(s.nc, jetstream.WithDefaultTimeout(s.cfg.RequestTimeout), jetstream.WithPublishAsyncTimeout(snapshotAckMax),
-		jetstream.WithPublishAsyncMaxPending(snapshotChunksPending))
-	if err != nil {
-		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
-	}
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	os, err := js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.Bucket,
+	os, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.Bucket,
 		Description: "Tresor snapshots of the writer and the read models", Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
