@@ -25,13 +25,6 @@ const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 // SnapshotKeepDefault is how many snapshots of each kind and chain are kept.
 const SnapshotKeepDefault = 3
 
-// snapshotChunk is the size of the chunks a snapshot is stored in. The
-// Object Store publishes them with up to 4 000 awaiting their
-// acknowledgement (its own setting), and the server refuses (429) a
-// stream's ingest beyond 128 MiB buffered: in 16 KiB chunks at most 64 MiB
-// are, where the default 128 KiB chunks let a 1.3 GB snapshot be refused.
-const snapshotChunk = 16 << 10
-
 // ErrNoSnapshot is returned by Latest when there is no snapshot of a kind.
 var ErrNoSnapshot = errors.New("no snapshot")
 
@@ -134,8 +127,12 @@ func (s *Snapshots) Put(ctx context.Context, meta SnapshotMeta, data []byte) err
 		return fmt.Errorf("put snapshot: %w", err)
 	}
 	name := snapshotName(meta.Kind, meta.Chain, meta.Sequence)
-	om := jetstream.ObjectMeta{Name: name, Metadata: map[string]string{snapshotMetaKey: string(mb), snapshotMACKey: s.mac(mb, data)},
-		Opts: &jetstream.ObjectMetaOptions{ChunkSize: snapshotChunk}}
+	// One object in the default 128 KiB chunks, all in flight at once: the
+	// server refuses (429) a stream's ingest past 128 MiB buffered, and in
+	// smaller chunks the client stalls at 4 000 awaiting their
+	// acknowledgement, so a snapshot over about 128 MB is not stored
+	// (docs/snapshots.md): the writer's after a sold-out block is 74 MB.
+	om := jetstream.ObjectMeta{Name: name, Metadata: map[string]string{snapshotMetaKey: string(mb), snapshotMACKey: s.mac(mb, data)}}
 	if _, err := s.os.Put(ctx, om, bytes.NewReader(data)); err != nil {
 		return fmt.Errorf("put snapshot %s: %w", name, err)
 	}
