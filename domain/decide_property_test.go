@@ -19,7 +19,9 @@ func TestRandomCommandsKeepEveryInvariant(t *testing.T) {
 	}
 }
 
-func runRandomCommands(t *testing.T, seed uint64, steps int) {
+// runRandomCommands returns the world it drove, for tests of what the
+// ledger holds afterwards.
+func runRandomCommands(t *testing.T, seed uint64, steps int) *world {
 	rng := rand.New(rand.NewPCG(seed, 42))
 	w := newWorld(t)
 	books := NewBooks()
@@ -186,4 +188,5 @@ func runRandomCommands(t *testing.T, seed uint64, steps int) {
 			}
 		}
 	}
+	return w
 }

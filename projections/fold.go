@@ -120,6 +120,9 @@ func NewProjector(rules *domain.RuleSet) *Projector {
 	return &Projector{rules: rules, facts: map[string]blockFacts{}}
 }
 
+// Rules returns the rule set the projector checks events against.
+func (p *Projector) Rules() *domain.RuleSet { return p.rules }
+
 // Know records a block already applied (from a store's rows).
 func (p *Projector) Know(b *BlockRow) {
 	f := blockFacts{emission: b.Emission, price: b.Price}

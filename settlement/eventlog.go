@@ -110,11 +110,12 @@ func envelope(r Record) (eventstore.Event, error) {
 	}, nil
 }
 
-// Replay implements Log: every domain event of the stream, in order, with
-// the time it was recorded; seals are checked by the store and skipped here.
-func (l *EventLog) Replay(ctx context.Context, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error) {
-	var lastChain uint64
-	last, err := l.store.ReadFrom(ctx, 1, func(r eventstore.RecordedEvent) error {
+// Replay implements Log: every domain event of the stream after sequence
+// after, in order, with the time it was recorded; seals are checked by the
+// store and skipped here.
+func (l *EventLog) Replay(ctx context.Context, after uint64, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error) {
+	lastChain := after // a snapshot's sequence is an event of the chain
+	last, err := l.store.ReadFrom(ctx, after+1, func(r eventstore.RecordedEvent) error {
 		if r.Chain == Chain {
 			lastChain = r.Sequence
 		}

@@ -3,7 +3,9 @@ package settlement
 import (
 	"crypto/aes"
 	"crypto/cipher"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
@@ -21,7 +23,14 @@ const sealAAD = "tresor/v1/seed"
 // A seed is secret until its block closes: BlockOpened carries only its
 // sealed form, and only a writer holding the master key can open it to
 // rebuild the deck after a restart.
-type Sealer struct{ aead cipher.AEAD }
+type Sealer struct {
+	aead    cipher.AEAD
+	snapKey []byte
+}
+
+// snapshotKeyLabel derives the key that authenticates snapshots from the
+// master key: one secret to keep, two uses that never share a key.
+const snapshotKeyLabel = "tresor/v1/snapshot-hmac"
 
 // NewSealer returns a Sealer for a 32-byte master key.
 func NewSealer(key []byte) (*Sealer, error) {
@@ -36,7 +45,9 @@ func NewSealer(key []byte) (*Sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master key: %w", err)
 	}
-	return &Sealer{aead: aead}, nil
+	mac := hmac.New(sha256.New, key)
+	mac.Write([]byte(snapshotKeyLabel))
+	return &Sealer{aead: aead, snapKey: mac.Sum(nil)}, nil
 }
 
 // Seal encrypts a seed: a random 12-byte nonce followed by the ciphertext
@@ -76,5 +87,10 @@ func (s *Sealer) Unseal(sealed []byte, seedHash [32]byte) (domain.Seed, error) {
 	}
 	return seed, nil
 }
+
+// SnapshotKey returns the key that authenticates snapshots (HMAC-SHA256),
+// derived from the master key: only a holder of the master key can write a
+// snapshot the writer accepts.
+func (s *Sealer) SnapshotKey() []byte { return s.snapKey }
 
 func aad(seedHash [32]byte) []byte { return append([]byte(sealAAD), seedHash[:]...) }

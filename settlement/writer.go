@@ -38,9 +38,10 @@ type Log interface {
 	// one fails every later one fails too: a failed append means the writer
 	// no longer knows the log's head.
 	Append(ctx context.Context, recs []Record) <-chan AppendResult
-	// Replay calls fn for every domain event in stream order, from the
-	// first, and returns the sequence of the last event read.
-	Replay(ctx context.Context, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error)
+	// Replay calls fn for every domain event in stream order after
+	// sequence after (0: from the first), and returns the sequence of the
+	// last event read (after when there is none).
+	Replay(ctx context.Context, after uint64, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error)
 }
 
 // Config configures a writer. Zero values take the defaults.
@@ -65,6 +66,14 @@ type Config struct {
 	SweepEvery time.Duration
 	// QueueMax bounds the commands waiting for the writer (default 65 536).
 	QueueMax int
+	// Snapshots, when set, keeps snapshots of the ledger: Open starts from
+	// the newest that passes its checks and replays only the events after
+	// it, and a follower ledger takes a new one, off the loop, every
+	// SnapshotEvery events (default 250 000) or SnapshotInterval (default
+	// 10 minutes) if anything happened, and when the writer closes.
+	Snapshots        SnapshotStore
+	SnapshotEvery    int
+	SnapshotInterval time.Duration
 	// Clock tells the time (default time.Now).
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -92,6 +101,12 @@ func (c *Config) Validate() error {
 	}
 	if c.QueueMax == 0 {
 		c.QueueMax = 1 << 16
+	}
+	if c.SnapshotEvery == 0 {
+		c.SnapshotEvery = 250_000
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = 10 * time.Minute
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -169,6 +184,9 @@ type Writer struct {
 	// tail is the last append handed to the log; a command that records
 	// nothing is answered once it is done (see answerAfterTail).
 	tail *appendDone
+	// snap follows the acknowledged appends to take snapshots (nil
+	// without Config.Snapshots).
+	snap *snapshotter
 
 	mu      sync.Mutex
 	stopErr error
@@ -176,24 +194,43 @@ type Writer struct {
 }
 
 // appendDone is an append on its way to the log: done is closed once it is
-// durable or has failed, and err then says which.
+// durable, with the stream sequence of each record, or has failed, and err
+// then says which.
 type appendDone struct {
 	done chan struct{}
 	err  error
+	recs []Record
+	seqs []uint64
 }
 
-// Open rebuilds the ledger from the log, reopens the decks of the blocks
-// not yet closed, and starts the writer's loop.
+// Open rebuilds the ledger from the log (from the newest usable snapshot
+// when there are snapshots), reopens the decks of the blocks not yet
+// closed, and starts the writer's loop.
 func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l := domain.NewLedger(cfg.Rules)
-	l.IdempotencyWindow = cfg.IdempotencyWindow
-	last, err := log.Replay(ctx, func(_ uint64, at time.Time, e domain.Event) error { return l.Evolve(at, e) })
+	l, after, follower, followerData := startingLedger(ctx, cfg)
+	// The events after the snapshot, for the follower that decodes it
+	// once the writer runs: as an append already durable.
+	tail := &appendDone{done: closedDone}
+	replayed := 0
+	last, err := log.Replay(ctx, after, func(seq uint64, at time.Time, e domain.Event) error {
+		replayed++
+		switch {
+		case follower != nil:
+			if err := follower.Apply(seq, at, e); err != nil {
+				return err
+			}
+		case followerData != nil:
+			tail.recs, tail.seqs = append(tail.recs, Record{Event: e, At: at}), append(tail.seqs, seq)
+		}
+		return l.Evolve(at, e)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("rebuild ledger from the stream: %w", err)
 	}
+	cfg.Logger.Info("ledger rebuilt", "from_snapshot", after, "replayed", replayed, "seq", last)
 	w := &Writer{
 		cfg: cfg, log: log, ledger: l, seeds: map[[32]byte]domain.Seed{},
 		reqs: make(chan request, cfg.QueueMax), prepCh: make(chan prepared, 16),
@@ -206,6 +243,18 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 		if err := w.reopenDeck(b); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.Snapshots != nil {
+		// Before the loop, which queues its appends after the tail.
+		w.snap = newSnapshotter(cfg, follower, followerData, after, replayed)
+		if len(tail.recs) > 0 {
+			w.snap.push(tail)
+		}
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			w.snap.run(w.exited)
+		}()
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
@@ -442,8 +491,11 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 	// whatever happens to the request, so it does not take the request's
 	// context (a caller that gives up learns the outcome by retrying).
 	res := w.log.Append(context.WithoutCancel(ctx), recs)
-	tail := &appendDone{done: make(chan struct{})}
+	tail := &appendDone{done: make(chan struct{}), recs: recs}
 	w.tail = tail
+	if w.snap != nil {
+		w.snap.push(tail)
+	}
 	w.appends.Add(1)
 	go func() {
 		defer w.appends.Done()
@@ -455,6 +507,7 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 			out <- reply{err: tail.err}
 			return
 		}
+		tail.seqs = r.Seqs
 		w.mu.Lock()
 		if s := r.Seqs[len(r.Seqs)-1]; s > w.lastSeq {
 			w.lastSeq = s

@@ -38,6 +38,17 @@ var testSealKey = ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 // startNode starts (or restarts, on the same dir) a server and a writer.
 func startNode(tb testing.TB, dir string, mod func(*Config)) *node {
 	tb.Helper()
+	return startNodeWith(tb, dir, func(_ *node, c *Config) {
+		if mod != nil {
+			mod(c)
+		}
+	})
+}
+
+// startNodeWith is startNode with a configuration that may use the node's
+// store.
+func startNodeWith(tb testing.TB, dir string, mod func(*node, *Config)) *node {
+	tb.Helper()
 	n := &node{tb: tb, dir: dir}
 	var err error
 	n.srv, err = eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: filepath.Join(dir, "jetstream")})
@@ -56,7 +67,7 @@ func startNode(tb testing.TB, dir string, mod func(*Config)) *node {
 	if n.store, err = eventstore.Open(ctx, nc, eventstore.Config{Registry: reg}); err != nil {
 		tb.Fatal(err)
 	}
-	n.w = n.openWriter(mod)
+	n.w = n.openWriter(func(c *Config) { mod(n, c) })
 	tb.Cleanup(n.stop)
 	return n
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -51,6 +52,14 @@ type Config struct {
 	// SettingsFile is the jurisdiction's settings (limits, exclusions) the
 	// writer decides under; empty for the embedded default.
 	SettingsFile string
+	// Snapshots turns on the snapshots of the writer (and of serve's
+	// in-memory projections), kept in the stream's snapshot bucket:
+	// SnapshotKeep of each, a new one every SnapshotEvery events or
+	// SnapshotInterval, and at shutdown (docs/snapshots.md).
+	Snapshots        bool
+	SnapshotEvery    int
+	SnapshotInterval time.Duration
+	SnapshotKeep     int
 }
 
 // env names the environment variable of each setting.
@@ -59,6 +68,8 @@ var env = map[string]string{
 	"master-key-file": "TRESOR_MASTER_KEY_FILE", "seal-key-file": "TRESOR_SEAL_KEY_FILE",
 	"sync-interval": "TRESOR_SYNC_INTERVAL", "replicas": "TRESOR_REPLICAS", "abandon-after": "TRESOR_ABANDON_AFTER",
 	"token-key-file": "TRESOR_TOKEN_KEY_FILE", "settings": "TRESOR_SETTINGS",
+	"snapshots": "TRESOR_SNAPSHOTS", "snapshot-every": "TRESOR_SNAPSHOT_EVERY", "snapshot-interval": "TRESOR_SNAPSHOT_INTERVAL",
+	"snapshot-keep": "TRESOR_SNAPSHOT_KEEP",
 }
 
 // envOr returns the environment variable of a flag, or def. Only redaction
@@ -174,6 +185,11 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
 	f.DurationVar(&c.AbandonAfter, "abandon-after", 10*time.Minute, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
 	withEnv(f, "master-key-file", "seal-key-file", "abandon-after")
+	f.BoolVar(&c.Snapshots, "snapshots", true, "start from the newest verified snapshot and take new ones; false replays the whole stream at every start ($TRESOR_SNAPSHOTS)")
+	f.IntVar(&c.SnapshotEvery, "snapshot-every", 250_000, "the writer takes a snapshot after this many new events ($TRESOR_SNAPSHOT_EVERY)")
+	f.DurationVar(&c.SnapshotInterval, "snapshot-interval", 10*time.Minute, "the writer and the in-memory read models take a snapshot this long after the last if anything happened ($TRESOR_SNAPSHOT_INTERVAL)")
+	f.IntVar(&c.SnapshotKeep, "snapshot-keep", eventstore.SnapshotKeepDefault, "snapshots of each kind kept in the bucket; older ones are deleted ($TRESOR_SNAPSHOT_KEEP)")
+	withEnv(f, "snapshots", "snapshot-every", "snapshot-interval", "snapshot-keep")
 	bindSettingsFlag(cmd, c)
 }
 
@@ -222,6 +238,14 @@ func (c *Config) Validate() error {
 	}
 	if c.AbandonAfter < time.Second {
 		return usagef("--abandon-after %s: at least 1s", c.AbandonAfter)
+	}
+	switch {
+	case c.SnapshotEvery < 1:
+		return usagef("--snapshot-every %d: at least 1", c.SnapshotEvery)
+	case c.SnapshotInterval < time.Second:
+		return usagef("--snapshot-interval %s: at least 1s", c.SnapshotInterval)
+	case c.SnapshotKeep < 1:
+		return usagef("--snapshot-keep %d: at least 1", c.SnapshotKeep)
 	}
 	if c.MasterKeyFile == "" {
 		c.MasterKeyFile = filepath.Join(c.Data, "keys", "master.key")

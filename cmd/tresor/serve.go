@@ -88,6 +88,11 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		return err
 	}
 	defer store.Close()
+	snaps, err := st.openSnapshots(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	psnap := newProjectionSnapshots(snaps, store, rules, cfg, log)
 	ln, err := net.Listen("tcp", cfg.HTTP)
 	if err != nil {
 		return fmt.Errorf("--http %s: %w", cfg.HTTP, err)
@@ -125,10 +130,25 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	go func() { served <- srv.Serve(ln) }()
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	runDone := make(chan error, 1)
-	go func() { runDone <- runner.Run(runCtx) }()
+	snapDone := make(chan struct{})
+	go func() {
+		// In memory, the read models start from their snapshot, then
+		// the runner applies what followed it.
+		if psnap != nil {
+			psnap.restore(runCtx)
+			go func() {
+				defer close(snapDone)
+				psnap.run(runCtx, runner.Applied)
+			}()
+		} else {
+			close(snapDone)
+		}
+		runDone <- runner.Run(runCtx)
+	}()
 	stopRunner := func() {
 		cancelRun()
 		<-runDone
+		<-snapDone
 	}
 
 	w, err := st.openWriter(ctx, cfg)
@@ -177,6 +197,10 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		}
 	}
 	stopRunner()
+	if psnap != nil && failed == nil {
+		// The next start then applies nothing.
+		psnap.save(ctx)
+	}
 	log.Info("stopped")
 	return failed
 }

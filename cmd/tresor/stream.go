@@ -20,6 +20,9 @@ type stream struct {
 	embedded *eventstore.EmbeddedServer
 	log      *settlement.EventLog
 	replicas int
+	// sealer and snaps are opened once, by the first that needs them.
+	sealer *settlement.Sealer
+	snaps  *eventstore.Snapshots
 }
 
 // openStream starts the embedded nats-server on cfg.Data (or connects to
@@ -100,17 +103,45 @@ func connectStream(ctx context.Context, cfg *Config, scfg eventstore.Config, opt
 	return s, nil
 }
 
+// openSealer loads (or, embedded, creates) the master key, once.
+func (s *stream) openSealer(cfg *Config) (*settlement.Sealer, error) {
+	if s.sealer != nil {
+		return s.sealer, nil
+	}
+	key, err := loadOrCreateKey(cfg.MasterKeyFile, settlement.MasterKeySize, cfg.NATSURL == "")
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", err)
+	}
+	s.sealer, err = settlement.NewSealer(key)
+	return s.sealer, err
+}
+
+// openSnapshots opens the snapshot bucket next to the stream, once,
+// authenticated with a key derived from the master key; nil when
+// --snapshots=false.
+func (s *stream) openSnapshots(ctx context.Context, cfg *Config) (*eventstore.Snapshots, error) {
+	if !cfg.Snapshots || s.snaps != nil {
+		return s.snaps, nil
+	}
+	sealer, err := s.openSealer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.snaps, err = s.store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: sealer.SnapshotKey(), Keep: cfg.SnapshotKeep, Replicas: cfg.Replicas})
+	return s.snaps, err
+}
+
 // openWriter starts the settlement writer of the shard on the stream.
 func (s *stream) openWriter(ctx context.Context, cfg *Config) (*settlement.Writer, error) {
 	rules, err := domain.DefaultRules()
 	if err != nil {
 		return nil, err
 	}
-	key, err := loadOrCreateKey(cfg.MasterKeyFile, settlement.MasterKeySize, cfg.NATSURL == "")
+	sealer, err := s.openSealer(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("master key: %w", err)
+		return nil, err
 	}
-	sealer, err := settlement.NewSealer(key)
+	snaps, err := s.openSnapshots(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +157,12 @@ func (s *stream) openWriter(ctx context.Context, cfg *Config) (*settlement.Write
 	if err != nil {
 		return nil, err
 	}
-	return settlement.Open(ctx, s.log, settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter, Settings: &settings.Settings})
+	wcfg := settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter, Settings: &settings.Settings,
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval}
+	if snaps != nil {
+		wcfg.Snapshots = settlement.WriterSnapshots(snaps, rules)
+	}
+	return settlement.Open(ctx, s.log, wcfg)
 }
 
 // closeLog stops the committer, which commits what was submitted and its

@@ -131,3 +131,41 @@ func testRebuild(t *testing.T, readFirst bool) {
 		t.Fatalf("%d generation schemas after two rebuilds, want 2 (current and retired): %v", schemas, err)
 	}
 }
+
+// fromRecorder is a source that remembers where each read started.
+type fromRecorder struct {
+	*projectionstest.Log
+	froms []uint64
+}
+
+func (r *fromRecorder) Read(ctx context.Context, from uint64, fn func(projections.Envelope) error) error {
+	r.froms = append(r.froms, from)
+	return r.Log.Read(ctx, from, fn)
+}
+
+// TestAReopenedStoreResumesFromItsCheckpoint: PostgreSQL keeps its rows
+// and checkpoint, so a restart reads only what follows (no snapshot is
+// needed, unlike the in-memory store).
+func TestAReopenedStoreResumesFromItsCheckpoint(t *testing.T) {
+	rules := projectionstest.SmallRules(t)
+	w := projectionstest.Standard(t, rules)
+	first := projectionstest.WholeAppends(w.Events, len(w.Events)/2)
+	s := openStore(t, rules, "resume")
+	projectionstest.Project(t, s, first, 7)
+	s.Close()
+	// when the store is reopened and a runner follows the whole stream
+	s = openStore(t, rules, "resume")
+	src := &fromRecorder{Log: projectionstest.NewLog(w.Events)}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := projections.NewRunner(src, s, projections.WithBatchMax(7)).RunTo(ctx, uint64(len(w.Events))); err != nil {
+		t.Fatal(err)
+	}
+	// then it read from the event after its checkpoint, not from the first
+	if len(src.froms) != 1 || src.froms[0] != uint64(len(first))+1 {
+		t.Fatalf("reads started at %v, want only %d", src.froms, len(first)+1)
+	}
+	whole := memstore.New(rules)
+	projectionstest.Project(t, whole, w.Events, 7)
+	projectionstest.SameSnapshot(t, "resumed", projectionstest.TakeSnapshot(t, s), projectionstest.TakeSnapshot(t, whole))
+}

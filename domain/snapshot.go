@@ -1,0 +1,355 @@
+package domain
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// LedgerFormatVersion is the version of EncodeLedger's format
+// (docs/snapshots.md). A change to what the ledger holds or how it is
+// written takes a new version: DecodeLedger refuses every other, and the
+// writer then replays the stream, as it would without a snapshot.
+const LedgerFormatVersion = 1
+
+// ErrSnapshotFormat is returned by DecodeLedger for an encoding it cannot
+// trust: another format version, another rule set, or bytes that do not
+// decode.
+var ErrSnapshotFormat = errors.New("ledger snapshot")
+
+// RuleSetID names a rule set in a snapshot: its version and a hash of all
+// its values, so that a snapshot of blocks of 12 units is never loaded
+// under the rules of 450 000, even when both call themselves 2015-07-13.
+func RuleSetID(r *RuleSet) string {
+	b, err := json.Marshal(r)
+	if err != nil {
+		// A rule set is plain values: it always encodes.
+		panic(fmt.Sprintf("encode rule set: %v", err))
+	}
+	h := sha256.Sum256(b)
+	return r.Version + "-" + hex.EncodeToString(h[:8])
+}
+
+// ledgerJSON is the encoded ledger: every field of Ledger that a decision
+// depends on, in a deterministic order (slices sorted by id, keys in the
+// order they expire). Decks and prepared blocks are not in it: they hold
+// seeds, and the writer rebuilds them from the sealed seeds of the blocks.
+type ledgerJSON struct {
+	Format            int             `json:"format"`
+	RuleSet           string          `json:"rule_set"`
+	Settings          Settings        `json:"settings"`
+	IdempotencyWindow time.Duration   `json:"idempotency_window_ns"`
+	Now               int64           `json:"now"`
+	Players           []string        `json:"players"`
+	Accounts          []accountJSON   `json:"accounts"`
+	Emissions         []Emission      `json:"emissions"`
+	Blocks            []blockJSON     `json:"blocks"`
+	OpenBlocks        []openBlockJSON `json:"open_blocks"`
+	Plays             []playJSON      `json:"plays"`
+	Keys              []keyRecordJSON `json:"keys"`
+}
+
+type accountJSON struct {
+	Player        string      `json:"player"`
+	Balance       Amount      `json:"balance"`
+	Limits        []limitJSON `json:"limits"`
+	SelfExcluded  bool        `json:"self_excluded"`
+	ExcludedUntil int64       `json:"excluded_until"`
+	Bans          []Ban       `json:"bans"`
+	BansIssued    int         `json:"bans_issued"`
+	Deposits      rollingJSON `json:"deposits"`
+	Stakes        rollingJSON `json:"stakes"`
+}
+
+type limitJSON struct {
+	Kind           LimitKind `json:"kind"`
+	Days           int       `json:"days"`
+	Amount         Amount    `json:"amount"`
+	Pending        Amount    `json:"pending"`
+	PendingFrom    int64     `json:"pending_from"`
+	PendingPresent bool      `json:"pending_present"`
+}
+
+// rollingJSON holds a rolling sum: its total before the movements kept,
+// and the movements, packed (there are as many as stakes in 31 days): for
+// each, as unsigned varints, the time since the previous one (Unix ns for
+// the first) and its amount in cents (the difference of running totals).
+type rollingJSON struct {
+	Base      Amount `json:"base"`
+	Movements []byte `json:"movements"`
+}
+
+func encodeRolling(w rolling) rollingJSON {
+	b := make([]byte, 0, 8*len(w.at))
+	prevAt, prevCum := int64(0), w.base
+	for i, at := range w.at {
+		b = binary.AppendUvarint(b, uint64(at-prevAt))
+		b = binary.AppendUvarint(b, uint64(w.cum[i]-prevCum))
+		prevAt, prevCum = at, w.cum[i]
+	}
+	return rollingJSON{Base: w.base, Movements: b}
+}
+
+func decodeRolling(r rollingJSON) (rolling, error) {
+	w := rolling{base: r.Base}
+	at, cum := int64(0), r.Base
+	for b := r.Movements; len(b) > 0; {
+		dt, n := binary.Uvarint(b)
+		if n <= 0 {
+			return rolling{}, fmt.Errorf("%w: rolling sum: malformed movement", ErrSnapshotFormat)
+		}
+		da, m := binary.Uvarint(b[n:])
+		if m <= 0 {
+			return rolling{}, fmt.Errorf("%w: rolling sum: malformed movement", ErrSnapshotFormat)
+		}
+		b = b[n+m:]
+		at, cum = at+int64(dt), cum+Amount(da)
+		w.at, w.cum = append(w.at, at), append(w.cum, cum)
+	}
+	return w, nil
+}
+
+type blockJSON struct {
+	ID         string         `json:"id"`
+	Emission   string         `json:"emission"`
+	Index      int            `json:"index"`
+	Price      Amount         `json:"price"`
+	Commitment Commitment     `json:"commitment"`
+	SealedSeed []byte         `json:"sealed_seed"`
+	State      BlockState     `json:"state"`
+	Sold       int            `json:"sold"`
+	InPlay     int            `json:"in_play"`
+	Owners     []byte         `json:"owners"` // interned player of each sold unit, 4 bytes little-endian
+	TierSold   [TierCount]int `json:"tier_sold"`
+	Prizes     Amount         `json:"prizes"`
+}
+
+type openBlockJSON struct {
+	Price Amount `json:"price"`
+	Block string `json:"block"`
+}
+
+type playJSON struct {
+	ID           string `json:"id"`
+	Player       string `json:"player"`
+	Block        string `json:"block"`
+	Unit         uint32 `json:"unit"`
+	Tier         Tier   `json:"tier"`
+	Stake        Amount `json:"stake"`
+	Salt         []byte `json:"salt"`
+	Throws       int    `json:"throws"`
+	LastActivity int64  `json:"last_activity"`
+}
+
+type keyRecordJSON struct {
+	Player      string  `json:"player"`
+	Kind        KeyKind `json:"kind"`
+	Key         string  `json:"key"`
+	Request     string  `json:"request"`
+	At          int64   `json:"at"`
+	Play        string  `json:"play,omitempty"`
+	Balance     Amount  `json:"balance"`
+	Emission    string  `json:"emission,omitempty"`
+	OpenedBlock string  `json:"opened_block,omitempty"`
+	Throw       int     `json:"throw,omitempty"`
+	Ban         string  `json:"ban,omitempty"`
+}
+
+// unixNano and fromUnixNano write times as UTC nanoseconds, 0 for the zero
+// time (no self-exclusion term, no pending raise).
+func unixNano(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromUnixNano(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+// EncodeLedger writes the ledger's whole decision state, deterministically:
+// the same ledger always gives the same bytes.
+func EncodeLedger(l *Ledger) ([]byte, error) {
+	s := ledgerJSON{Format: LedgerFormatVersion, RuleSet: RuleSetID(l.Rules), Settings: l.Settings,
+		IdempotencyWindow: l.IdempotencyWindow, Now: unixNano(l.Now), Players: l.players}
+	for _, id := range sortedKeys(l.Accounts) {
+		s.Accounts = append(s.Accounts, encodeAccount(l.Accounts[id]))
+	}
+	for _, id := range l.emissionOrder {
+		s.Emissions = append(s.Emissions, *l.Emissions[id])
+	}
+	for _, id := range sortedKeys(l.Blocks) {
+		b := l.Blocks[id]
+		owners := make([]byte, 4*len(b.owners))
+		for i, o := range b.owners {
+			binary.LittleEndian.PutUint32(owners[4*i:], o)
+		}
+		s.Blocks = append(s.Blocks, blockJSON{ID: b.ID, Emission: b.Emission, Index: b.Index, Price: b.Price,
+			Commitment: b.Commitment, SealedSeed: b.SealedSeed, State: b.State, Sold: b.Sold, InPlay: b.InPlay,
+			Owners: owners, TierSold: b.TierSold, Prizes: b.Prizes})
+	}
+	for _, price := range sortedKeys(l.openBlock) {
+		s.OpenBlocks = append(s.OpenBlocks, openBlockJSON{Price: price, Block: l.openBlock[price]})
+	}
+	for _, id := range sortedKeys(l.Plays) {
+		p := l.Plays[id]
+		s.Plays = append(s.Plays, playJSON{ID: p.ID, Player: p.Player, Block: p.Block, Unit: p.Unit, Tier: p.Tier,
+			Stake: p.Stake, Salt: p.Salt[:], Throws: p.Throws, LastActivity: unixNano(p.LastActivity)})
+	}
+	for _, k := range l.keyQueue {
+		r := l.keys[k]
+		if r == nil {
+			continue
+		}
+		s.Keys = append(s.Keys, keyRecordJSON{Player: k.player, Kind: k.kind, Key: k.key, Request: r.Request,
+			At: unixNano(r.At), Play: r.Play, Balance: r.Balance, Emission: r.Emission, OpenedBlock: r.OpenedBlock,
+			Throw: r.Throw, Ban: r.Ban})
+	}
+	return json.Marshal(s)
+}
+
+func encodeAccount(a *Account) accountJSON {
+	out := accountJSON{Player: a.Player, Balance: a.Balance, SelfExcluded: a.SelfExcluded,
+		ExcludedUntil: unixNano(a.ExcludedUntil), BansIssued: a.bansIssued,
+		Deposits: encodeRolling(a.deposits), Stakes: encodeRolling(a.stakes)}
+	keys := make([]LimitKey, 0, len(a.Limits))
+	for k := range a.Limits {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(x, y LimitKey) int {
+		if c := strings.Compare(string(x.Kind), string(y.Kind)); c != 0 {
+			return c
+		}
+		return x.Days - y.Days
+	})
+	for _, k := range keys {
+		lim := a.Limits[k]
+		out.Limits = append(out.Limits, limitJSON{Kind: k.Kind, Days: k.Days, Amount: lim.Amount, Pending: lim.Pending,
+			PendingFrom: unixNano(lim.PendingFrom), PendingPresent: lim.pendingPresent})
+	}
+	for _, id := range sortedKeys(a.Bans) {
+		out.Bans = append(out.Bans, *a.Bans[id])
+	}
+	return out
+}
+
+// DecodeLedger reads what EncodeLedger wrote under the given rules. It
+// returns an error wrapping ErrSnapshotFormat for another format version,
+// another rule set or bytes that do not decode or contradict themselves.
+// The ledger has no decks: the writer attaches them.
+func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
+	// A field this build does not know means another format, whatever
+	// its version says: refused, never half read.
+	var s ledgerJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("%w: data after the ledger", ErrSnapshotFormat)
+	}
+	if s.Format != LedgerFormatVersion {
+		return nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrSnapshotFormat, s.Format, LedgerFormatVersion)
+	}
+	if want := RuleSetID(rules); s.RuleSet != want {
+		return nil, fmt.Errorf("%w: rule set %s, this writer runs %s", ErrSnapshotFormat, s.RuleSet, want)
+	}
+	l := NewLedger(rules)
+	l.Settings, l.IdempotencyWindow, l.Now, l.players = s.Settings, s.IdempotencyWindow, fromUnixNano(s.Now), s.Players
+	for i, p := range l.players {
+		l.playerIdx[p] = uint32(i)
+	}
+	for _, a := range s.Accounts {
+		acct, err := decodeAccount(a)
+		if err != nil {
+			return nil, err
+		}
+		l.Accounts[a.Player] = acct
+	}
+	for _, e := range s.Emissions {
+		l.Emissions[e.ID] = &e
+		l.emissionOrder = append(l.emissionOrder, e.ID)
+	}
+	for _, b := range s.Blocks {
+		if len(b.Owners)%4 != 0 {
+			return nil, fmt.Errorf("%w: block %s: owners of %d bytes", ErrSnapshotFormat, b.ID, len(b.Owners))
+		}
+		blk := &Block{ID: b.ID, Emission: b.Emission, Index: b.Index, Price: b.Price, Commitment: b.Commitment,
+			SealedSeed: b.SealedSeed, State: b.State, Sold: b.Sold, InPlay: b.InPlay, TierSold: b.TierSold, Prizes: b.Prizes}
+		if len(b.Owners) > 0 {
+			blk.owners = make([]uint32, len(b.Owners)/4, max(len(b.Owners)/4, rules.BlockUnits))
+			for i := range blk.owners {
+				o := binary.LittleEndian.Uint32(b.Owners[4*i:])
+				if int(o) >= len(l.players) {
+					return nil, fmt.Errorf("%w: block %s: unit %d owned by unknown player %d", ErrSnapshotFormat, b.ID, i, o)
+				}
+				blk.owners[i] = o
+			}
+		}
+		l.Blocks[b.ID] = blk
+	}
+	for _, o := range s.OpenBlocks {
+		l.openBlock[o.Price] = o.Block
+	}
+	for _, p := range s.Plays {
+		play := &Play{ID: p.ID, Player: p.Player, Block: p.Block, Unit: p.Unit, Tier: p.Tier, Stake: p.Stake,
+			Throws: p.Throws, LastActivity: fromUnixNano(p.LastActivity)}
+		if copy(play.Salt[:], p.Salt) != len(play.Salt) || len(p.Salt) != len(play.Salt) {
+			return nil, fmt.Errorf("%w: play %s: salt of %d bytes", ErrSnapshotFormat, p.ID, len(p.Salt))
+		}
+		l.Plays[p.ID] = play
+	}
+	for _, k := range s.Keys {
+		key := idemKey{k.Player, k.Kind, k.Key}
+		l.keys[key] = &KeyRecord{Request: k.Request, At: fromUnixNano(k.At), Play: k.Play, Balance: k.Balance,
+			Emission: k.Emission, OpenedBlock: k.OpenedBlock, Throw: k.Throw, Ban: k.Ban}
+		l.keyQueue = append(l.keyQueue, key)
+	}
+	return l, nil
+}
+
+func decodeAccount(a accountJSON) (*Account, error) {
+	deposits, err := decodeRolling(a.Deposits)
+	if err != nil {
+		return nil, err
+	}
+	stakes, err := decodeRolling(a.Stakes)
+	if err != nil {
+		return nil, err
+	}
+	acct := &Account{Player: a.Player, Balance: a.Balance, Limits: map[LimitKey]*Limit{}, SelfExcluded: a.SelfExcluded,
+		ExcludedUntil: fromUnixNano(a.ExcludedUntil), bansIssued: a.BansIssued, deposits: deposits, stakes: stakes}
+	for _, lim := range a.Limits {
+		acct.Limits[LimitKey{lim.Kind, lim.Days}] = &Limit{Amount: lim.Amount, Pending: lim.Pending,
+			PendingFrom: fromUnixNano(lim.PendingFrom), pendingPresent: lim.PendingPresent}
+	}
+	for _, b := range a.Bans {
+		if acct.Bans == nil {
+			acct.Bans = map[string]*Ban{}
+		}
+		acct.Bans[b.ID] = &b
+	}
+	return acct, nil
+}
+
+// sortedKeys returns a map's keys in ascending order.
+func sortedKeys[K interface{ ~string | ~int64 }, V any](m map[K]V) []K {
+	keys := make([]K, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

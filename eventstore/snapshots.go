@@ -1,0 +1,282 @@
+package eventstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SnapshotBucketDefault is the JetStream Object Store bucket that keeps
+// snapshots, next to the stream: a snapshot lives and is replicated with
+// the stream it summarises, never in a side file.
+const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
+
+// SnapshotKeepDefault is how many snapshots of each kind and chain are kept.
+const SnapshotKeepDefault = 3
+
+// ErrNoSnapshot is returned by Latest when there is no snapshot of a kind.
+var ErrNoSnapshot = errors.New("no snapshot")
+
+// ErrSnapshotRefused wraps the reason a stored snapshot cannot be trusted:
+// its authentication fails or its metadata does not parse.
+var ErrSnapshotRefused = errors.New("snapshot refused")
+
+// SnapshotMeta describes a snapshot: what it is of and where in the stream.
+type SnapshotMeta struct {
+	// Kind is what the snapshot holds: "writer" or "projections".
+	Kind string `json:"kind"`
+	// Chain is the hash chain whose state it is.
+	Chain string `json:"chain"`
+	// Sequence is the stream sequence of the last event applied; Head is
+	// that event's hash and ChainSeq its position in the chain. A reader
+	// checks that the stream still holds that event at that sequence.
+	Sequence uint64 `json:"sequence"`
+	ChainSeq uint64 `json:"chain_seq"`
+	Head     Hash   `json:"head"`
+	// Format is the version of the data's format and RuleSet the rule set
+	// it was decided under, both the data's owner's to check.
+	Format  int    `json:"format"`
+	RuleSet string `json:"rule_set"`
+	// CreatedAt is when the snapshot was taken; Bytes the data's size.
+	CreatedAt time.Time `json:"created_at"`
+	Bytes     int       `json:"bytes"`
+}
+
+// SnapshotConfig configures Snapshots.
+type SnapshotConfig struct {
+	// Bucket is the Object Store bucket (default SnapshotBucketDefault).
+	Bucket string
+	// Key authenticates snapshots (HMAC-SHA256): a snapshot whose data or
+	// metadata changed, or that another key wrote, is refused. Required.
+	Key []byte
+	// Keep is how many snapshots of each kind and chain are kept (default
+	// SnapshotKeepDefault); older ones are deleted after each Put.
+	Keep int
+	// Replicas of the bucket (default: the store's).
+	Replicas int
+}
+
+// Snapshots keeps authenticated snapshots in a JetStream Object Store.
+type Snapshots struct {
+	store *NATSStore
+	os    jetstream.ObjectStore
+	cfg   SnapshotConfig
+}
+
+// Metadata keys of a snapshot object.
+const (
+	snapshotMetaKey = "tresor-snapshot"
+	snapshotMACKey  = "tresor-hmac"
+)
+
+// OpenSnapshots opens (creating it if needed) the snapshot bucket.
+func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Snapshots, error) {
+	if len(cfg.Key) < 32 {
+		return nil, fmt.Errorf("snapshots: key of %d bytes, want at least 32: %w", len(cfg.Key), ErrInvalid)
+	}
+	if cfg.Bucket == "" {
+		cfg.Bucket = SnapshotBucketDefault
+	}
+	if cfg.Keep <= 0 {
+		cfg.Keep = SnapshotKeepDefault
+	}
+	if cfg.Replicas == 0 {
+		cfg.Replicas = s.cfg.Replicas
+	}
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	os, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.Bucket,
+		Description: "Tresor snapshots of the writer and the read models", Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	if err != nil {
+		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
+	}
+	return &Snapshots{store: s, os: os, cfg: cfg}, nil
+}
+
+// name orders a kind's snapshots by sequence: zero-padded, they sort as
+// their sequences do.
+func snapshotName(kind, chain string, seq uint64) string {
+	return fmt.Sprintf("%s.%s.%020d", kind, chain, seq)
+}
+
+// mac authenticates the metadata and the data together.
+func (s *Snapshots) mac(meta, data []byte) string {
+	h := hmac.New(sha256.New, s.cfg.Key)
+	h.Write(meta)
+	h.Write([]byte{0})
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// Put stores a snapshot and deletes the oldest beyond Keep.
+func (s *Snapshots) Put(ctx context.Context, meta SnapshotMeta, data []byte) error {
+	meta.Bytes = len(data)
+	mb, err := json.Marshal(meta)
+	if err != nil {
+		return fmt.Errorf("put snapshot: %w", err)
+	}
+	name := snapshotName(meta.Kind, meta.Chain, meta.Sequence)
+	// One object in the default 128 KiB chunks, all in flight at once: the
+	// server refuses (429) a stream's ingest past 128 MiB buffered, and in
+	// smaller chunks the client stalls at 4 000 awaiting their
+	// acknowledgement, so a snapshot over about 128 MB is not stored
+	// (docs/snapshots.md): the writer's after a sold-out block is 74 MB.
+	om := jetstream.ObjectMeta{Name: name, Metadata: map[string]string{snapshotMetaKey: string(mb), snapshotMACKey: s.mac(mb, data)}}
+	if _, err := s.os.Put(ctx, om, bytes.NewReader(data)); err != nil {
+		return fmt.Errorf("put snapshot %s: %w", name, err)
+	}
+	names, err := s.names(ctx, meta.Kind, meta.Chain)
+	if err != nil {
+		return err
+	}
+	for _, old := range names[:max(len(names)-s.cfg.Keep, 0)] {
+		if err := s.os.Delete(ctx, old); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return fmt.Errorf("prune snapshot %s: %w", old, err)
+		}
+	}
+	return nil
+}
+
+// names lists the snapshots of a kind and chain, oldest first.
+func (s *Snapshots) names(ctx context.Context, kind, chain string) ([]string, error) {
+	infos, err := s.os.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list snapshots: %w", err)
+	}
+	prefix := kind + "." + chain + "."
+	var out []string
+	for _, in := range infos {
+		if strings.HasPrefix(in.Name, prefix) && !in.Deleted {
+			out = append(out, in.Name)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// Latest returns the newest snapshot of a kind and chain, authenticated.
+// It returns ErrNoSnapshot when there is none, an error wrapping
+// ErrSnapshotRefused when it fails its authentication, or the read error.
+// What it holds is the caller's to check against the stream.
+func (s *Snapshots) Latest(ctx context.Context, kind, chain string) (SnapshotMeta, []byte, error) {
+	names, err := s.names(ctx, kind, chain)
+	if err != nil {
+		return SnapshotMeta{}, nil, err
+	}
+	if len(names) == 0 {
+		return SnapshotMeta{}, nil, fmt.Errorf("%s snapshot of chain %s: %w", kind, chain, ErrNoSnapshot)
+	}
+	name := names[len(names)-1]
+	res, err := s.os.Get(ctx, name)
+	if err != nil {
+		return SnapshotMeta{}, nil, fmt.Errorf("get snapshot %s: %w", name, err)
+	}
+	defer res.Close()
+	info, err := res.Info()
+	if err != nil {
+		return SnapshotMeta{}, nil, fmt.Errorf("get snapshot %s: %w", name, err)
+	}
+	data, err := io.ReadAll(res)
+	if err != nil {
+		return SnapshotMeta{}, nil, fmt.Errorf("%w: read %s: %w", ErrSnapshotRefused, name, err)
+	}
+	mb := info.Metadata[snapshotMetaKey]
+	if !hmac.Equal([]byte(s.mac([]byte(mb), data)), []byte(info.Metadata[snapshotMACKey])) {
+		return SnapshotMeta{}, nil, fmt.Errorf("%w: %s: authentication fails (altered, truncated or written under another key)", ErrSnapshotRefused, name)
+	}
+	var meta SnapshotMeta
+	if err := json.Unmarshal([]byte(mb), &meta); err != nil {
+		return SnapshotMeta{}, nil, fmt.Errorf("%w: %s: metadata: %w", ErrSnapshotRefused, name, err)
+	}
+	return meta, data, nil
+}
+
+// HeadAt returns the position of the event stored at a stream sequence,
+// hash-checked, which must belong to chain: what a snapshot's Head is
+// checked against.
+func (s *NATSStore) HeadAt(ctx context.Context, chain string, seq uint64) (Head, error) {
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	m, err := s.stream.GetMsg(ctx, seq)
+	if err != nil {
+		return Head{}, fmt.Errorf("get the event at sequence %d: %w", seq, err)
+	}
+	ev, err := s.subj.decode(m.Subject, m.Sequence, m.Header, m.Data)
+	if err != nil {
+		return Head{}, fmt.Errorf("read the event at sequence %d: %w", seq, err)
+	}
+	if ev.Chain != chain {
+		return Head{}, fmt.Errorf("the event at sequence %d is of chain %s, not %s: %w", seq, ev.Chain, chain, ErrInvalid)
+	}
+	return Head{Sequence: ev.Sequence, ChainSeq: ev.ChainSeq, Hash: ev.Hash}, nil
+}
+
+// SnapshotSlot is where one kind of state of one chain keeps its
+// snapshots, in one format under one rule set: Load refuses any other.
+type SnapshotSlot struct {
+	snaps       *Snapshots
+	kind, chain string
+	format      int
+	ruleSet     string
+}
+
+// Slot returns the slot of a kind of state of chain, whose data is in
+// format under ruleSet.
+func (s *Snapshots) Slot(kind, chain string, format int, ruleSet string) *SnapshotSlot {
+	return &SnapshotSlot{snaps: s, kind: kind, chain: chain, format: format, ruleSet: ruleSet}
+}
+
+// Save stores data, the state after the event at stream sequence seq, with
+// the hash of that event as the stream holds it now.
+func (sl *SnapshotSlot) Save(ctx context.Context, seq uint64, data []byte) error {
+	head, err := sl.snaps.store.HeadAt(ctx, sl.chain, seq)
+	if err != nil {
+		return fmt.Errorf("save %s snapshot: %w", sl.kind, err)
+	}
+	return sl.snaps.Put(ctx, SnapshotMeta{Kind: sl.kind, Chain: sl.chain, Sequence: seq, ChainSeq: head.ChainSeq, Head: head.Hash,
+		Format: sl.format, RuleSet: sl.ruleSet, CreatedAt: time.Now().UTC()}, data)
+}
+
+// Load returns the newest snapshot and its sequence once it has passed
+// every check: its authentication, its format and rule set, and the
+// stream still holding, at its sequence, the event whose hash it names.
+// A snapshot is never trusted over the stream: the error (ErrNoSnapshot
+// or one naming the failed check) means replaying from the start.
+func (sl *SnapshotSlot) Load(ctx context.Context) (uint64, []byte, error) {
+	meta, data, err := sl.snaps.Latest(ctx, sl.kind, sl.chain)
+	if err != nil {
+		return 0, nil, err
+	}
+	name := snapshotName(meta.Kind, meta.Chain, meta.Sequence)
+	switch {
+	case meta.Kind != sl.kind || meta.Chain != sl.chain:
+		return 0, nil, fmt.Errorf("%w: %s: names %s of chain %s", ErrSnapshotRefused, name, meta.Kind, meta.Chain)
+	case meta.Format != sl.format:
+		return 0, nil, fmt.Errorf("%w: %s: format version %d, this build reads %d", ErrSnapshotRefused, name, meta.Format, sl.format)
+	case meta.RuleSet != sl.ruleSet:
+		return 0, nil, fmt.Errorf("%w: %s: rule set %s, this build runs %s", ErrSnapshotRefused, name, meta.RuleSet, sl.ruleSet)
+	}
+	head, err := sl.snaps.store.HeadAt(ctx, sl.chain, meta.Sequence)
+	if err != nil {
+		return 0, nil, fmt.Errorf("%w: %s: %w", ErrSnapshotRefused, name, err)
+	}
+	if head.Hash != meta.Head || head.ChainSeq != meta.ChainSeq {
+		return 0, nil, fmt.Errorf("%w: %s: the stream holds event %s (chain position %d) at sequence %d, the snapshot names %s (%d)",
+			ErrSnapshotRefused, name, head.Hash, head.ChainSeq, meta.Sequence, meta.Head, meta.ChainSeq)
+	}
+	return meta.Sequence, data, nil
+}

@@ -1,0 +1,90 @@
+package eventstore_test
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var snapKey = bytes.Repeat([]byte{7}, 32)
+
+func TestSnapshotsKeepTheNewestAuthenticated(t *testing.T) {
+	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, Keep: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := snaps.Latest(ctx, "writer", "c1"); !errors.Is(err, eventstore.ErrNoSnapshot) {
+		t.Fatalf("empty bucket: %v", err)
+	}
+	// given three snapshots, the bucket keeping two
+	head, err := store.HeadAt(ctx, "c1", seqs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := uint64(1); i <= 3; i++ {
+		meta := eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: i, Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
+		if err := snaps.Put(ctx, meta, bytes.Repeat([]byte{byte(i)}, 300_000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// then the newest comes back whole, with its metadata
+	meta, data, err := snaps.Latest(ctx, "writer", "c1")
+	if err != nil || meta.Sequence != 3 || meta.Head != head.Hash || meta.Bytes != 300_000 || data[0] != 3 || len(data) != 300_000 {
+		t.Fatalf("latest: %+v, %d bytes, %v", meta, len(data), err)
+	}
+	// and the oldest was pruned
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os, err := js.ObjectStore(ctx, eventstore.SnapshotBucketDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if infos, err := os.List(ctx); err != nil || len(infos) != 2 {
+		t.Fatalf("%d snapshots kept, want 2 (%v)", len(infos), err)
+	}
+	// when the newest is rewritten with other data but its metadata and MAC
+	info, err := os.GetInfo(ctx, "writer.c1.00000000000000000003")
+	if err != nil {
+		t.Fatal(err)
+	}
+	data[100] ^= 1
+	if _, err := os.Put(ctx, jetstream.ObjectMeta{Name: info.Name, Metadata: info.Metadata}, bytes.NewReader(data)); err != nil {
+		t.Fatal(err)
+	}
+	// then it is refused
+	if _, _, err := snaps.Latest(ctx, "writer", "c1"); !errors.Is(err, eventstore.ErrSnapshotRefused) {
+		t.Fatalf("tampered snapshot: %v", err)
+	}
+	// and another key refuses an untouched one
+	other, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: bytes.Repeat([]byte{8}, 32), Bucket: "OTHER"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := other.Put(ctx, meta, data); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, Bucket: "OTHER"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := mine.Latest(ctx, "writer", "c1"); !errors.Is(err, eventstore.ErrSnapshotRefused) {
+		t.Fatalf("snapshot of another key: %v", err)
+	}
+	// and HeadAt refuses a sequence of another chain
+	if _, err := store.HeadAt(ctx, "c2", seqs[0]); !errors.Is(err, eventstore.ErrInvalid) {
+		t.Fatalf("head of another chain: %v", err)
+	}
+}

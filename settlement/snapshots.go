@@ -1,0 +1,238 @@
+package settlement
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
+)
+
+// SnapshotKind names the writer's snapshots in the snapshot bucket.
+const SnapshotKind = "writer"
+
+// SnapshotStore keeps snapshots of the writer's ledger.
+// *eventstore.SnapshotSlot is the one on the stream.
+type SnapshotStore interface {
+	// Load returns the newest snapshot and the stream sequence it was
+	// taken at, once checked against the stream, or an error naming why
+	// it cannot be used (eventstore.ErrNoSnapshot when there is none).
+	Load(ctx context.Context) (uint64, []byte, error)
+	// Save stores a snapshot of the ledger after the event at seq.
+	Save(ctx context.Context, seq uint64, data []byte) error
+}
+
+// WriterSnapshots returns the slot of the writer's snapshots of the
+// shard's chain under rules.
+func WriterSnapshots(s *eventstore.Snapshots, rules *domain.RuleSet) *eventstore.SnapshotSlot {
+	return s.Slot(SnapshotKind, Chain, domain.LedgerFormatVersion, domain.RuleSetID(rules))
+}
+
+// Follower is a ledger that follows events applied elsewhere first — the
+// writer's acknowledged appends, or the stream's tail for a standby — so
+// that it can be encoded at a known sequence without stopping anyone.
+type Follower struct {
+	ledger *domain.Ledger
+	seq    uint64
+}
+
+// NewFollower follows on from a ledger that holds every event up to seq.
+func NewFollower(l *domain.Ledger, seq uint64) *Follower { return &Follower{ledger: l, seq: seq} }
+
+// Apply applies the event recorded at stream sequence seq.
+func (f *Follower) Apply(seq uint64, at time.Time, e domain.Event) error {
+	if err := f.ledger.Evolve(at, e); err != nil {
+		return fmt.Errorf("follow sequence %d: %w", seq, err)
+	}
+	f.seq = seq
+	return nil
+}
+
+// Seq returns the sequence of the last event applied.
+func (f *Follower) Seq() uint64 { return f.seq }
+
+// Encode returns the ledger's snapshot as of Seq.
+func (f *Follower) Encode() ([]byte, error) { return domain.EncodeLedger(f.ledger) }
+
+// startingLedger returns the ledger the writer starts from and the
+// sequence it holds everything up to: the newest snapshot that passes every
+// check, or an empty ledger when there is none or it fails one, which the
+// log names. With snapshots, it also returns where the follower starts: the
+// snapshot's bytes, which the follower decodes itself once the writer runs
+// (a second decode would delay the start), or an empty follower beside an
+// empty ledger.
+func startingLedger(ctx context.Context, cfg Config) (*domain.Ledger, uint64, *Follower, []byte) {
+	fresh := func() *domain.Ledger {
+		l := domain.NewLedger(cfg.Rules)
+		l.IdempotencyWindow = cfg.IdempotencyWindow
+		return l
+	}
+	if cfg.Snapshots == nil {
+		return fresh(), 0, nil, nil
+	}
+	start := time.Now()
+	seq, data, err := cfg.Snapshots.Load(ctx)
+	loaded := time.Since(start)
+	if err == nil {
+		var l *domain.Ledger
+		if l, err = decodeLedger(cfg, data); err == nil {
+			cfg.Logger.Info("starting from a snapshot", "seq", seq, "bytes", len(data), "load", loaded.Round(time.Millisecond),
+				"decode", (time.Since(start) - loaded).Round(time.Millisecond))
+			return l, seq, nil, data
+		}
+	}
+	if errors.Is(err, eventstore.ErrNoSnapshot) {
+		cfg.Logger.Info("no snapshot: replaying the whole stream")
+	} else {
+		cfg.Logger.Warn("snapshot ignored: replaying the whole stream", "reason", err)
+	}
+	return fresh(), 0, NewFollower(fresh(), 0), nil
+}
+
+// decodeLedger decodes a snapshot and checks it was taken under the
+// idempotency window in force: keys a shorter window forgot would be
+// remembered by a replay under a longer one.
+func decodeLedger(cfg Config, data []byte) (*domain.Ledger, error) {
+	l, err := domain.DecodeLedger(cfg.Rules, data)
+	if err != nil {
+		return nil, err
+	}
+	if l.IdempotencyWindow != cfg.IdempotencyWindow {
+		return nil, fmt.Errorf("%w: taken with an idempotency window of %s, the writer runs %s",
+			domain.ErrSnapshotFormat, l.IdempotencyWindow, cfg.IdempotencyWindow)
+	}
+	return l, nil
+}
+
+// snapshotSaveMax bounds one snapshot's store.
+const snapshotSaveMax = time.Minute
+
+// snapshotter feeds a follower with the writer's appends once they are
+// acknowledged, in the order they were submitted, and takes snapshots
+// from it: the writer's loop only queues its appends, never waits.
+type snapshotter struct {
+	// f is the follower; nil until run has decoded data, the snapshot
+	// taken at dataSeq that the writer started from.
+	f        *Follower
+	data     []byte
+	dataSeq  uint64
+	cfg      Config
+	store    SnapshotStore
+	every    int
+	interval time.Duration
+	log      *slog.Logger
+
+	mu    sync.Mutex
+	queue []*appendDone
+	wake  chan struct{}
+
+	// since counts the events applied since the last snapshot (at start,
+	// those replayed after the snapshot started from); taken is when the
+	// last snapshot was taken.
+	since int
+	taken time.Time
+}
+
+// newSnapshotter follows on from f, or from the snapshot data taken at
+// dataSeq when f is nil; since counts the events replayed after it.
+func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since int) *snapshotter {
+	return &snapshotter{f: f, data: data, dataSeq: dataSeq, cfg: cfg, store: cfg.Snapshots, every: cfg.SnapshotEvery,
+		interval: cfg.SnapshotInterval, log: cfg.Logger, wake: make(chan struct{}, 1), since: since, taken: time.Now()}
+}
+
+// push queues an append handed to the log; it never blocks.
+func (s *snapshotter) push(a *appendDone) {
+	s.mu.Lock()
+	s.queue = append(s.queue, a)
+	s.mu.Unlock()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run follows the appends until stop is closed (the writer's loop has
+// returned and every append has answered), then takes a last snapshot of
+// what is new, so that the next start replays nothing.
+func (s *snapshotter) run(stop <-chan struct{}) {
+	if s.f == nil {
+		l, err := decodeLedger(s.cfg, s.data)
+		if err != nil {
+			// The writer decoded the same bytes: a bug, not a bad snapshot.
+			s.log.Error("snapshots stopped: the follower cannot decode the snapshot the writer started from", "err", err)
+			return
+		}
+		s.f, s.data = NewFollower(l, s.dataSeq), nil
+	}
+	tick := time.NewTicker(min(s.interval, time.Minute))
+	defer tick.Stop()
+	for {
+		if s.since >= s.every || (s.since > 0 && time.Since(s.taken) >= s.interval) {
+			s.save()
+		}
+		select {
+		case <-s.wake:
+			if !s.follow() {
+				return
+			}
+		case <-tick.C:
+		case <-stop:
+			if s.follow() && s.since > 0 {
+				s.save()
+			}
+			return
+		}
+	}
+}
+
+// follow applies the queued appends as they are acknowledged. It returns
+// false once one failed: the writer has stopped, and nothing after it was
+// recorded.
+func (s *snapshotter) follow() bool {
+	s.mu.Lock()
+	q := s.queue
+	s.queue = nil
+	s.mu.Unlock()
+	for _, a := range q {
+		<-a.done
+		if a.err != nil {
+			return false
+		}
+		for i, r := range a.recs {
+			if err := s.f.Apply(a.seqs[i], r.At, r.Event); err != nil {
+				s.log.Error("snapshots stopped: the follower cannot apply an acknowledged event", "err", err)
+				return false
+			}
+		}
+		s.since += len(a.recs)
+	}
+	return true
+}
+
+// save encodes the follower and stores the snapshot; a failure is logged
+// and the next one is tried after as many events or as long again.
+func (s *snapshotter) save() {
+	s.since, s.taken = 0, time.Now()
+	if s.f.Seq() == 0 {
+		return
+	}
+	start := time.Now()
+	data, err := s.f.Encode()
+	if err != nil {
+		s.log.Error("snapshot not taken", "seq", s.f.Seq(), "err", err)
+		return
+	}
+	encoded := time.Since(start)
+	ctx, cancel := context.WithTimeout(context.Background(), snapshotSaveMax)
+	defer cancel()
+	if err := s.store.Save(ctx, s.f.Seq(), data); err != nil {
+		s.log.Warn("snapshot not stored", "seq", s.f.Seq(), "err", err)
+		return
+	}
+	s.log.Info("snapshot taken", "seq", s.f.Seq(), "bytes", len(data), "encode", encoded.Round(time.Millisecond),
+		"total", time.Since(start).Round(time.Millisecond))
+}

@@ -1,0 +1,360 @@
+package settlement
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/projections/projectionstest"
+)
+
+// logBuffer collects a writer's log lines.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// loadRecorder is a SnapshotStore that remembers what its Load answered.
+type loadRecorder struct {
+	SnapshotStore
+	seq uint64
+	err error
+}
+
+func (r *loadRecorder) Load(ctx context.Context) (uint64, []byte, error) {
+	seq, data, err := r.SnapshotStore.Load(ctx)
+	r.seq, r.err = seq, err
+	return seq, data, err
+}
+
+// snapshotWorld is a node of small blocks (12 units) whose writer runs on
+// the test's clock, with or without snapshots.
+type snapshotWorld struct {
+	clock atomic.Int64
+	log   logBuffer
+	slot  *loadRecorder
+	snaps *eventstore.Snapshots
+}
+
+var snapT0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+
+func (sw *snapshotWorld) at(t time.Time) { sw.clock.Store(t.UnixNano()) }
+
+// start opens the node on dir; withSnapshots gives its writer the stream's
+// snapshot bucket.
+func (sw *snapshotWorld) start(t *testing.T, dir string, withSnapshots bool) *node {
+	t.Helper()
+	return startNodeWith(t, dir, func(n *node, c *Config) {
+		c.Rules = projectionstest.SmallRules(t)
+		c.AbandonAfter = 30 * 24 * time.Hour // plays settle when the test says
+		c.Clock = func() time.Time { return time.Unix(0, sw.clock.Load()) }
+		c.Logger = slog.New(slog.NewTextHandler(&sw.log, nil))
+		if !withSnapshots {
+			return
+		}
+		var err error
+		sw.snaps, err = n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw.slot = &loadRecorder{SnapshotStore: WriterSnapshots(sw.snaps, c.Rules)}
+		c.Snapshots = sw.slot
+	})
+}
+
+// beforeSnapshot records, at T0, what must carry across a snapshot: a
+// stake limit nearly used, a raise not yet in force, plays in progress
+// (one with two throws made), remembered keys and a block a quarter sold.
+func beforeSnapshot(t *testing.T, w *Writer) {
+	lim, low, high := domain.Amount(300), domain.Amount(100), domain.Amount(500)
+	exec(t, w, domain.CreateEmission{Price: 100, Blocks: 1})
+	for _, p := range []string{"lim", "raise", "p2", "p3"} {
+		fundedPlayer(t, w, p, 10000)
+	}
+	exec(t, w, domain.ConfigureAccount{Player: "lim", StakeLimit: &lim})
+	exec(t, w, domain.ConfigureAccount{Player: "raise", StakeLimit: &low})
+	exec(t, w, domain.ConfigureAccount{Player: "raise", StakeLimit: &high})
+	exec(t, w, domain.PlaceStake{Player: "lim", Stake: 100, Key: "l1"})
+	exec(t, w, domain.PlaceStake{Player: "lim", Stake: 100, Key: "l2"})
+	r := exec(t, w, domain.PlaceStake{Player: "p2", Stake: 100, Key: "p2-1"})
+	play := r.Events[0].(*domain.StakePlaced).Play
+	exec(t, w, domain.MakeThrow{Player: "p2", Play: play, Throw: 1})
+	exec(t, w, domain.MakeThrow{Player: "p2", Play: play, Throw: 2})
+}
+
+// commandAnswer is what a command got: its events, the first result of a retried
+// key, or its refusal.
+type commandAnswer struct {
+	Events []domain.Event
+	Replay *domain.KeyRecord
+	Err    string
+}
+
+// afterSnapshot drives the commands whose answers depend on what came
+// before the snapshot, then sells out and settles the block, and returns
+// every answer and the writer's final state.
+func afterSnapshot(t *testing.T, sw *snapshotWorld, n *node) ([]commandAnswer, []byte) {
+	var out []commandAnswer
+	do := func(c domain.Command) {
+		r, err := n.w.Execute(eventstoretest.Ctx(t, time.Minute), c)
+		a := commandAnswer{Events: r.Events, Replay: r.Replay}
+		if err != nil {
+			a.Err = err.Error()
+		}
+		out = append(out, a)
+	}
+	var play string
+	n.w.Inspect(context.Background(), func(l *domain.Ledger) {
+		for id, p := range l.Plays {
+			if p.Player == "p2" {
+				play = id
+			}
+		}
+	})
+	sw.at(snapT0.Add(time.Hour))
+	do(domain.Deposit{Player: "p3", Amount: 10000, Key: "fund-p3"}) // a retry: the first answer
+	do(domain.Deposit{Player: "p3", Amount: 999, Key: "fund-p3"})   // the key with another request
+	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l2"})     // a retry
+	do(domain.MakeThrow{Player: "p2", Play: play, Throw: 2})        // a throw already made
+	do(domain.MakeThrow{Player: "p2", Play: play, Throw: 3})
+	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l3"}) // the limit's last euro
+	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l4"}) // refused: the window holds 3 €
+	do(domain.PlaceStake{Player: "raise", Stake: 100, Key: "r1"})
+	do(domain.PlaceStake{Player: "raise", Stake: 100, Key: "r2"}) // refused: the raise waits 24 h
+	sw.at(snapT0.Add(25 * time.Hour))
+	do(domain.PlaceStake{Player: "raise", Stake: 100, Key: "r3"}) // the raise is in force
+	sw.at(snapT0.Add(7*24*time.Hour + time.Minute))
+	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l5"}) // the window has rolled
+	for i := range 6 {                                          // the block sells out
+		do(domain.PlaceStake{Player: "p3", Stake: 100, Key: fmt.Sprint("p3-", i)})
+	}
+	var plays []string
+	n.w.Inspect(context.Background(), func(l *domain.Ledger) {
+		for id := range l.Plays {
+			plays = append(plays, id)
+		}
+	})
+	slices.Sort(plays)
+	for _, id := range plays {
+		do(domain.CompletePlay{Play: id})
+	}
+	n.waitClosed(1)
+	var state []byte
+	n.w.Inspect(context.Background(), func(l *domain.Ledger) {
+		var err error
+		if state, err = domain.EncodeLedger(l); err != nil {
+			t.Fatal(err)
+		}
+	})
+	return out, state
+}
+
+// streamState replays the node's whole stream into a fresh ledger under
+// the small rules, and encodes it.
+func streamState(t *testing.T, n *node) ([]byte, *domain.Ledger) {
+	t.Helper()
+	l := domain.NewLedger(projectionstest.SmallRules(t))
+	l.IdempotencyWindow = domain.IdempotencyWindowDefault
+	_, err := n.log.Replay(eventstoretest.Ctx(t, time.Minute), 0, func(_ uint64, at time.Time, e domain.Event) error { return l.Evolve(at, e) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := domain.EncodeLedger(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, l
+}
+
+func TestAWriterFromASnapshotDecidesAsOneThatReplayedEverything(t *testing.T) {
+	// given a stream whose writer took a snapshot as it closed
+	dir := t.TempDir()
+	var first snapshotWorld
+	first.at(snapT0)
+	n := first.start(t, dir, true)
+	beforeSnapshot(t, n.w)
+	n.stop()
+	// and a copy of it
+	copyDir := t.TempDir()
+	if err := os.CopyFS(copyDir, os.DirFS(dir)); err != nil {
+		t.Fatal(err)
+	}
+	// when one writer starts from the snapshot and another replays the
+	// whole copy, and both are given the same commands
+	var fromSnap, fromStream snapshotWorld
+	fromSnap.at(snapT0)
+	fromStream.at(snapT0)
+	a := fromSnap.start(t, dir, true)
+	if fromSnap.slot.err != nil || fromSnap.slot.seq == 0 || !strings.Contains(fromSnap.log.String(), "replayed=0") {
+		t.Fatalf("the writer did not start from the snapshot: %v\n%s", fromSnap.slot.err, fromSnap.log.String())
+	}
+	answersA, stateA := afterSnapshot(t, &fromSnap, a)
+	b := fromStream.start(t, copyDir, false)
+	answersB, stateB := afterSnapshot(t, &fromStream, b)
+	// then they answer alike, command for command, and end in one state
+	refused := 0
+	for i := range answersA {
+		if !reflect.DeepEqual(answersA[i], answersB[i]) {
+			t.Fatalf("command %d: from the snapshot %+v, from the stream %+v", i, answersA[i], answersB[i])
+		}
+		if answersA[i].Err != "" {
+			refused++
+		}
+	}
+	if refused != 4 || !bytes.Equal(stateA, stateB) {
+		t.Fatalf("%d refusals (want 4: conflict, two limits, no block); states of %d and %d bytes", refused, len(stateA), len(stateB))
+	}
+	// and the full replay of the snapshot's stream agrees with both
+	if replayed, _ := streamState(t, a); !bytes.Equal(replayed, stateA) {
+		t.Fatal("the stream replayed gives another state than the writer's")
+	}
+}
+
+func TestATamperedSnapshotIsIgnoredForTheFullReplay(t *testing.T) {
+	dir := t.TempDir()
+	var sw snapshotWorld
+	sw.at(snapT0)
+	n := sw.start(t, dir, true)
+	beforeSnapshot(t, n.w)
+	n.stop()
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	for _, c := range []struct {
+		name, reason string
+		tamper       func(meta *eventstore.SnapshotMeta, data []byte) []byte
+	}{
+		{"changed balance", "authentication fails", nil},
+		{"wrong head hash", "the snapshot names", func(m *eventstore.SnapshotMeta, d []byte) []byte { m.Head[0] ^= 1; return d }},
+		{"truncated", "ledger snapshot", func(_ *eventstore.SnapshotMeta, d []byte) []byte { return d[:len(d)/2] }},
+		{"unknown version", "format version 99", func(m *eventstore.SnapshotMeta, d []byte) []byte { m.Format = 99; return d }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// given a snapshot altered: by someone without the key (its
+			// authentication fails), or written with the key but naming
+			// another head, truncated or of an unknown version
+			sw.log = logBuffer{}
+			n := sw.start(t, dir, true)
+			n.w.Close()
+			meta, data, err := sw.snaps.Latest(ctx, SnapshotKind, Chain)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.tamper == nil {
+				forged := bytes.Replace(data, []byte(`"player":"p3","balance":"100.00"`), []byte(`"player":"p3","balance":"999.99"`), 1)
+				if bytes.Equal(forged, data) {
+					t.Fatal("no balance to change")
+				}
+				snaps, err := n.store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: bytes.Repeat([]byte{1}, 32)})
+				if err != nil {
+					t.Fatal(err)
+				}
+				err = snaps.Put(ctx, meta, forged)
+			} else {
+				err = sw.snaps.Put(ctx, meta, c.tamper(&meta, data))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			n.stop()
+			// when the writer starts, it names why it ignores it and
+			// replays the whole stream, which gives the right state
+			n = sw.start(t, dir, true)
+			if logged := sw.log.String(); !strings.Contains(logged, "snapshot ignored") || !strings.Contains(logged, c.reason) {
+				t.Fatalf("log names no reason %q:\n%s", c.reason, logged)
+			}
+			want, l := streamState(t, n)
+			var got []byte
+			n.w.Inspect(context.Background(), func(l *domain.Ledger) { got, _ = domain.EncodeLedger(l) })
+			if !bytes.Equal(got, want) || l.Accounts["p3"].Balance != 10000 {
+				t.Fatalf("the writer's state differs from the stream's (p3 holds %s)", l.Accounts["p3"].Balance)
+			}
+			n.stop()
+		})
+	}
+}
+
+func TestSnapshotsAreTakenEveryNEventsWhileTheWriterRuns(t *testing.T) {
+	var sw snapshotWorld
+	sw.at(snapT0)
+	n := startNodeWith(t, t.TempDir(), func(n *node, c *Config) {
+		c.Rules = projectionstest.SmallRules(t)
+		c.SnapshotEvery = 10
+		snaps, err := n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey(), Keep: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sw.snaps = snaps
+		c.Snapshots = WriterSnapshots(snaps, c.Rules)
+	})
+	// given a running writer that snapshots every 10 events
+	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
+	for i := range 8 {
+		fundedPlayer(t, n.w, fmt.Sprint("p", i), 1000)
+	}
+	// then snapshots follow it without a stop, the newest a few events
+	// behind at most
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		meta, _, err := sw.snaps.Latest(eventstoretest.Ctx(t, time.Minute), SnapshotKind, Chain)
+		if err != nil {
+			return err
+		}
+		if last := n.w.LastSeq(); meta.Sequence+10 < last {
+			return fmt.Errorf("newest snapshot at %d, the writer at %d", meta.Sequence, last)
+		}
+		return nil
+	})
+
+}
+
+func TestTheFollowerAppliesTheEventsReplayedAfterItsSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	var sw snapshotWorld
+	sw.at(snapT0)
+	// given a snapshot, then events recorded by a writer without snapshots
+	n := sw.start(t, dir, true)
+	beforeSnapshot(t, n.w)
+	n.stop()
+	n = sw.start(t, dir, false)
+	fundedPlayer(t, n.w, "late", 500)
+	n.stop()
+	// when a writer starts from the snapshot, replaying those events, and
+	// stops
+	n = sw.start(t, dir, true)
+	first := sw.slot.seq
+	n.stop()
+	// then its follower applied them after decoding the snapshot: the
+	// next start loads a snapshot of the stream's head, which holds them
+	n = sw.start(t, dir, true)
+	if sw.slot.err != nil || sw.slot.seq <= first {
+		t.Fatalf("loaded %d after %d: %v", sw.slot.seq, first, sw.slot.err)
+	}
+	want, l := streamState(t, n)
+	var got []byte
+	n.w.Inspect(context.Background(), func(l *domain.Ledger) { got, _ = domain.EncodeLedger(l) })
+	if !bytes.Equal(got, want) || l.Accounts["late"] == nil {
+		t.Fatal("the writer's state from the follower's snapshot differs from the stream's")
+	}
+}
