@@ -110,11 +110,12 @@ func envelope(r Record) (eventstore.Event, error) {
 	}, nil
 }
 
-// Replay implements Log: every domain event of the stream, in order, with
-// the time it was recorded; seals are checked by the store and skipped here.
-func (l *EventLog) Replay(ctx context.Context, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error) {
+// Replay implements Log: every domain event of the stream from sequence
+// from, in order, with the time it was recorded; seals are checked by the
+// store and skipped here.
+func (l *EventLog) Replay(ctx context.Context, from uint64, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error) {
 	var lastChain uint64
-	last, err := l.store.ReadFrom(ctx, 1, func(r eventstore.RecordedEvent) error {
+	last, err := l.store.ReadFrom(ctx, from, func(r eventstore.RecordedEvent) error {
 		if r.Chain == Chain {
 			lastChain = r.Sequence
 		}
@@ -130,7 +131,9 @@ func (l *EventLog) Replay(ctx context.Context, fn func(seq uint64, at time.Time,
 	if err != nil {
 		return 0, err
 	}
-	if head := l.committer.Head(); head.Sequence != lastChain {
+	// The chain's head must be the last chain event read, or, when the
+	// tail read holds none, before the tail.
+	if head := l.committer.Head(); head.Sequence != lastChain && (lastChain != 0 || head.Sequence >= from) {
 		return 0, fmt.Errorf("%w: chain %s ends at sequence %d but its head moved to %d while replaying: another writer is appending",
 			eventstore.ErrFenced, Chain, lastChain, head.Sequence)
 	}

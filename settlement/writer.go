@@ -38,9 +38,9 @@ type Log interface {
 	// one fails every later one fails too: a failed append means the writer
 	// no longer knows the log's head.
 	Append(ctx context.Context, recs []Record) <-chan AppendResult
-	// Replay calls fn for every domain event in stream order, from the
-	// first, and returns the sequence of the last event read.
-	Replay(ctx context.Context, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error)
+	// Replay calls fn for every domain event in stream order, from stream
+	// sequence from, and returns the stream's last sequence as it read it.
+	Replay(ctx context.Context, from uint64, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error)
 }
 
 // Config configures a writer. Zero values take the defaults.
@@ -68,6 +68,26 @@ type Config struct {
 	// Clock tells the time (default time.Now).
 	Clock  func() time.Time
 	Logger *slog.Logger
+	// Start is a ledger already built from the stream up to a sequence (a
+	// standby's, which followed the stream): Open replays only what
+	// follows, and takes the ledger over. Nil replays the whole stream.
+	Start *Start
+}
+
+// Start is a ledger built from the stream's first Seq sequences, by
+// NewLedger and Evolve, with the decks of its open blocks attached (see
+// OpenDeck) or not (Open then rebuilds them).
+type Start struct {
+	Ledger *domain.Ledger
+	Seq    uint64
+}
+
+// NewLedger returns the empty ledger a writer of this configuration starts
+// from.
+func (c *Config) NewLedger() *domain.Ledger {
+	l := domain.NewLedger(c.Rules)
+	l.IdempotencyWindow = c.IdempotencyWindow
+	return l
 }
 
 // Validate checks a configuration and fills in the defaults.
@@ -188,9 +208,12 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l := domain.NewLedger(cfg.Rules)
-	l.IdempotencyWindow = cfg.IdempotencyWindow
-	last, err := log.Replay(ctx, func(_ uint64, at time.Time, e domain.Event) error { return l.Evolve(at, e) })
+	start := Start{Ledger: cfg.NewLedger()}
+	if cfg.Start != nil {
+		start = *cfg.Start
+	}
+	l := start.Ledger
+	last, err := log.Replay(ctx, start.Seq+1, func(_ uint64, at time.Time, e domain.Event) error { return l.Evolve(at, e) })
 	if err != nil {
 		return nil, fmt.Errorf("rebuild ledger from the stream: %w", err)
 	}
@@ -220,24 +243,44 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	return w, nil
 }
 
-// reopenDeck unseals a block's seed, rebuilds its deck and checks it
-// against the commitment published when the block opened.
+// reopenDeck unseals the seed of a block not yet closed and, unless the
+// ledger it started from has it, rebuilds its deck.
 func (w *Writer) reopenDeck(b *domain.Block) error {
+	if w.ledger.DeckOf(b) == nil {
+		deck, seed, err := OpenDeck(&w.cfg, b)
+		if err != nil {
+			return err
+		}
+		w.ledger.AttachDeck(deck)
+		w.seeds[b.Commitment.SeedHash] = seed
+		return nil
+	}
 	seed, err := w.cfg.Sealer.Unseal(b.SealedSeed, b.Commitment.SeedHash)
 	if err != nil {
 		return fmt.Errorf("block %s: %w", b.ID, err)
 	}
-	table, err := w.cfg.Rules.Table(b.Price)
+	w.seeds[b.Commitment.SeedHash] = seed
+	return nil
+}
+
+// OpenDeck unseals a block's seed, rebuilds its deck (about a second of
+// CPU for a full block) and checks it against the commitment published
+// when the block opened. A standby opens the decks of the blocks that open
+// while it follows, so that taking over costs none.
+func OpenDeck(cfg *Config, b *domain.Block) (*domain.Deck, domain.Seed, error) {
+	seed, err := cfg.Sealer.Unseal(b.SealedSeed, b.Commitment.SeedHash)
 	if err != nil {
-		return fmt.Errorf("block %s: %w", b.ID, err)
+		return nil, domain.Seed{}, fmt.Errorf("block %s: %w", b.ID, err)
+	}
+	table, err := cfg.Rules.Table(b.Price)
+	if err != nil {
+		return nil, domain.Seed{}, fmt.Errorf("block %s: %w", b.ID, err)
 	}
 	deck := domain.BuildDeck(table.LotCounts(), seed)
 	if deck.Commitment != b.Commitment {
-		return fmt.Errorf("block %s: rebuilt deck commits to root %x, BlockOpened says %x", b.ID, deck.Commitment.Root, b.Commitment.Root)
+		return nil, domain.Seed{}, fmt.Errorf("block %s: rebuilt deck commits to root %x, BlockOpened says %x", b.ID, deck.Commitment.Root, b.Commitment.Root)
 	}
-	w.ledger.AttachDeck(deck)
-	w.seeds[b.Commitment.SeedHash] = seed
-	return nil
+	return deck, seed, nil
 }
 
 // LastSeq returns the stream sequence of the last event the writer knows
