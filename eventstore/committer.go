@@ -104,6 +104,12 @@ type Committer interface {
 	Err() error
 	// Close commits what was submitted, stops, and returns Err().
 	Close() error
+	// Abort stops the committer with err without sending anything more (a
+	// batch already sent may still land): every request not yet sent, and
+	// every later one, fails with err, and Close writes no closing seal. A
+	// writer that lost its lease aborts, so that it stops appending before
+	// another node takes the chain over.
+	Abort(err error)
 }
 
 // pending is one submitted request on its way through the committer.
@@ -137,6 +143,7 @@ type committer struct {
 	reqs   chan *pending
 	toSend chan *batch
 	acks   chan sent
+	abort  chan error
 	done   chan struct{} // closed when the loop has exited
 
 	stateMu sync.Mutex
@@ -166,6 +173,7 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 		reqs:   make(chan *pending, cfg.QueueMax),
 		toSend: make(chan *batch),
 		acks:   make(chan sent, 1),
+		abort:  make(chan error, 1),
 		done:   make(chan struct{}),
 		head:   head,
 	}
@@ -362,7 +370,17 @@ func (c *committer) loop(head Head) {
 			st.expected = min((held+len(a.b.recs))*9/10, c.cfg.BatchEventsMax)
 		case <-tick:
 			st.sealDue = true
+		case err := <-c.abort:
+			c.fail(st, err)
 		}
+	}
+}
+
+// Abort implements Committer.
+func (c *committer) Abort(err error) {
+	select {
+	case c.abort <- err:
+	default: // an abort is already on its way
 	}
 }
 

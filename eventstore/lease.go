@@ -131,6 +131,9 @@ func OpenLease(ctx context.Context, nc *nats.Conn, chain string, cfg LeaseConfig
 	return &Lease{cfg: cfg, chain: chain, kv: kv}, nil
 }
 
+// Holder is the name this handle acquires the lease under.
+func (l *Lease) Holder() string { return l.cfg.Holder }
+
 // TTL is the lease's time to live.
 func (l *Lease) TTL() time.Duration { return l.cfg.TTL }
 
@@ -184,13 +187,15 @@ func (l *Lease) Renew(ctx context.Context) error {
 	return nil
 }
 
-// Valid reports whether this handle holds the lease for sure now: it won
-// or renewed it less than a TTL ago (measured from when the write was
-// sent, so a slow answer never stretches it).
+// Valid reports whether this handle surely holds the lease now: it won or
+// renewed it less than TTL minus RequestTimeout ago, measured from when the
+// write was sent (a slow answer never stretches it). The margin makes a
+// holder that checks Valid at least every RequestTimeout stop writing
+// before the server lets another node acquire.
 func (l *Lease) Valid() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.rev != 0 && time.Since(l.renewed) < l.cfg.TTL
+	return l.rev != 0 && time.Since(l.renewed) < l.cfg.TTL-l.cfg.RequestTimeout
 }
 
 // Term returns the term this handle holds, 0 when it holds none.

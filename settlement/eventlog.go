@@ -70,6 +70,10 @@ func OpenEventLog(ctx context.Context, store eventstore.Store, cfg eventstore.Co
 // Close commits what was submitted and stops the committer.
 func (l *EventLog) Close() error { return l.committer.Close() }
 
+// Abort stops appending at once: what was not sent yet fails with err (see
+// eventstore.Committer.Abort). Close must still be called.
+func (l *EventLog) Abort(err error) { l.committer.Abort(err) }
+
 // Append implements Log.
 func (l *EventLog) Append(ctx context.Context, recs []Record) <-chan AppendResult {
 	out := make(chan AppendResult, 1)

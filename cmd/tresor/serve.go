@@ -93,7 +93,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		return fmt.Errorf("--http %s: %w", cfg.HTTP, err)
 	}
 	gate := &writerGate{}
-	runner := projections.NewRunner(eventSource{st.store}, store)
+	runner := projections.NewRunner(eventSource{store: st.store, log: log}, store)
 	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn()}
 	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge})
 	if err != nil {
