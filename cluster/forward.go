@@ -30,6 +30,14 @@ var ErrNoWriter = fmt.Errorf("%w: no writer holds the lease; a takeover is under
 // ServiceName is the micro service the writer serves.
 const ServiceName = "tresor-writer"
 
+// ForwardWaitMax bounds a forwarded command, on the forwarding node (its
+// wait for the answer) and on the writer (its execution): a writer killed
+// with the request in hand never answers, and the client then learns within
+// seconds, not at the end of the API's own deadline, that it should retry
+// with its key. A commit takes milliseconds, or up to the commit timeout
+// (2s) when NATS loses a node.
+const ForwardWaitMax = 5 * time.Second
+
 // forwardInFlightMax bounds the forwarded commands the writer executes at
 // once; past it, requests wait in the subscription's pending buffer.
 const forwardInFlightMax = 4096
@@ -150,6 +158,8 @@ func (f *Forwarder) Execute(ctx context.Context, cmd domain.Command) (settlement
 	if err != nil {
 		return settlement.Result{}, err
 	}
+	ctx, cancel := context.WithTimeout(ctx, ForwardWaitMax)
+	defer cancel()
 	msg, err := f.nc.RequestWithContext(ctx, f.subject, data)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
@@ -179,9 +189,9 @@ func (f *Forwarder) see(seq uint64) {
 func (f *Forwarder) LastSeq() uint64 { return f.lastSeq.Load() }
 
 // Serve answers the commands forwarded to chain's execute subject with w,
-// each bounded by timeout, until the returned service is stopped. The
-// writer node serves it only while it holds the lease.
-func Serve(nc *nats.Conn, chain string, w api.Writer, timeout time.Duration, log *slog.Logger) (micro.Service, error) {
+// each bounded by ForwardWaitMax, until the returned service is stopped.
+// The writer node serves it only while it holds the lease.
+func Serve(nc *nats.Conn, chain string, w api.Writer, log *slog.Logger) (micro.Service, error) {
 	svc, err := micro.AddService(nc, micro.Config{Name: ServiceName, Version: "1.0.0",
 		Description: "Tresor's writer: executes the commands of chain " + chain})
 	if err != nil {
@@ -195,7 +205,7 @@ func Serve(nc *nats.Conn, chain string, w api.Writer, timeout time.Duration, log
 		slots <- struct{}{}
 		go func() {
 			defer func() { <-slots }()
-			respond(req, w, timeout, log)
+			respond(req, w, log)
 		}()
 	})
 	if err := svc.AddEndpoint("execute", handler, micro.WithEndpointSubject(ExecuteSubject(chain))); err != nil {
@@ -206,11 +216,11 @@ func Serve(nc *nats.Conn, chain string, w api.Writer, timeout time.Duration, log
 }
 
 // respond executes one forwarded command and answers it.
-func respond(req micro.Request, w api.Writer, timeout time.Duration, log *slog.Logger) {
+func respond(req micro.Request, w api.Writer, log *slog.Logger) {
 	cmd, err := domain.DecodeCommand(req.Data())
 	var res settlement.Result
 	if err == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		ctx, cancel := context.WithTimeout(context.Background(), ForwardWaitMax)
 		res, err = w.Execute(ctx, cmd)
 		cancel()
 	}

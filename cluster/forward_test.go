@@ -23,7 +23,7 @@ func TestForwarder(t *testing.T) {
 	t.Cleanup(srv.Shutdown)
 	store := openStore(t, srv.ClientURL(), 1)
 	w := openWriter(t, store)
-	svc, err := Serve(store.Conn(), "s0", w, 5*time.Second, slog.Default())
+	svc, err := Serve(store.Conn(), "s0", w, slog.Default())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,10 +40,7 @@ type NodeConfig struct {
 	Writer settlement.Config
 	// Committer configures the writer's group commit.
 	Committer eventstore.CommitterConfig
-	// ForwardTimeout bounds a forwarded command on the writer (default
-	// 10s).
-	ForwardTimeout time.Duration
-	Logger         *slog.Logger
+	Logger    *slog.Logger
 }
 
 // Status is a node's place in the cluster, for health and metrics.
@@ -87,9 +84,6 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if err := cfg.Writer.Validate(); err != nil {
 		return nil, err
 	}
-	if cfg.ForwardTimeout == 0 {
-		cfg.ForwardTimeout = 10 * time.Second
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -127,6 +121,15 @@ func (n *Node) LastSeq() uint64 {
 func (n *Node) Ready() bool {
 	s := n.Status()
 	return s.Role == RoleWriter || s.Holder != ""
+}
+
+// Err says why the node cannot take commands now (ErrNoWriter while
+// nobody holds the lease), nil when it can.
+func (n *Node) Err() error {
+	if !n.Ready() {
+		return ErrNoWriter
+	}
+	return nil
 }
 
 // Status returns the node's role, the lease and the standby's lag; no I/O.
@@ -258,7 +261,7 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 			sleep(lctx, retryPause)
 			continue
 		}
-		svc, err := Serve(n.cfg.Store.Conn(), settlement.Chain, w, n.cfg.ForwardTimeout, n.cfg.Logger)
+		svc, err := Serve(n.cfg.Store.Conn(), settlement.Chain, w, n.cfg.Logger)
 		if err != nil {
 			log.Error("could not serve forwarded commands; stepping down", "err", err)
 			n.stepDown(ctx, w, elog, nil, err)

@@ -111,11 +111,31 @@ func OpenLease(ctx context.Context, nc *nats.Conn, chain string, cfg LeaseConfig
 	if err != nil {
 		return nil, fmt.Errorf("open lease: jetstream: %w", err)
 	}
-	// Creating the bucket may wait for a meta leader: give it longer than
-	// one lease call.
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	// Creating the bucket may wait for a meta leader, and several nodes
+	// starting at once race to create it: look it up, create it when
+	// missing, and try again (bounded) until one of them has.
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 	defer cancel()
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+	for {
+		kv, err := openLeaseBucket(ctx, js, cfg)
+		if err == nil {
+			return &Lease{cfg: cfg, chain: chain, kv: kv}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("open lease bucket %s: %w", LeaseBucket, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// openLeaseBucket opens the lease bucket, creating it when missing.
+func openLeaseBucket(ctx context.Context, js jetstream.JetStream, cfg LeaseConfig) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, LeaseBucket)
+	if !errors.Is(err, jetstream.ErrBucketNotFound) {
+		return kv, err
+	}
+	return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      LeaseBucket,
 		Description: "Tresor writer leases: one key per chain",
 		History:     1,
@@ -125,10 +145,6 @@ func OpenLease(ctx context.Context, nc *nats.Conn, chain string, cfg LeaseConfig
 		Storage:        jetstream.FileStorage,
 		Replicas:       cfg.Replicas,
 	})
-	if err != nil {
-		return nil, fmt.Errorf("open lease bucket %s: %w", LeaseBucket, err)
-	}
-	return &Lease{cfg: cfg, chain: chain, kv: kv}, nil
 }
 
 // Holder is the name this handle acquires the lease under.

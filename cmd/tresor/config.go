@@ -51,6 +51,12 @@ type Config struct {
 	// SettingsFile is the jurisdiction's settings (limits, exclusions) the
 	// writer decides under; empty for the embedded default.
 	SettingsFile string
+	// NodeName names this serve among the writers of a NATS cluster (the
+	// lease holder health shows); default host name and process id.
+	NodeName string
+	// LeaseTTL is how long the writer lease lives without renewal on a NATS
+	// cluster: the bound on a takeover after the writer dies.
+	LeaseTTL time.Duration
 }
 
 // env names the environment variable of each setting.
@@ -59,6 +65,7 @@ var env = map[string]string{
 	"master-key-file": "TRESOR_MASTER_KEY_FILE", "seal-key-file": "TRESOR_SEAL_KEY_FILE",
 	"sync-interval": "TRESOR_SYNC_INTERVAL", "replicas": "TRESOR_REPLICAS", "abandon-after": "TRESOR_ABANDON_AFTER",
 	"token-key-file": "TRESOR_TOKEN_KEY_FILE", "settings": "TRESOR_SETTINGS",
+	"node-name": "TRESOR_NODE_NAME", "lease-ttl": "TRESOR_LEASE_TTL",
 }
 
 // envOr returns the environment variable of a flag, or def. Only redaction
@@ -266,4 +273,19 @@ func (c *Config) sealKey() (ed25519.PrivateKey, error) {
 		return nil, err
 	}
 	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// validateNode checks serve's cluster flags and fills in the node's name.
+func (c *Config) validateNode() error {
+	if c.LeaseTTL < time.Second {
+		return usagef("--lease-ttl %s: at least 1s", c.LeaseTTL)
+	}
+	if c.NodeName == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "tresor"
+		}
+		c.NodeName = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	return nil
 }

@@ -3,8 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/fdj/tresor/domain"

@@ -1,0 +1,126 @@
+package main
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+)
+
+// clusterRole returns a node's role as its health tells ("" when it does
+// not answer).
+func (s *server) clusterRole() string {
+	status, m, err := s.send(call{"GET", "/v1/health", "", "", ""})
+	if err != nil || status != 200 {
+		return ""
+	}
+	c, _ := m["cluster"].(map[string]any)
+	role, _ := c["role"].(string)
+	return role
+}
+
+// TestStandbyTakesOverAfterKill9 (issue 12): three `tresor serve` on a
+// three-node NATS cluster (replicas 3); deposits go through every node
+// (standbys forward them to the writer). kill -9 of the writer: a standby
+// takes the lease and deposits are acknowledged again; every acknowledged
+// deposit is in the balance once, and the audit of the stream passes.
+func TestStandbyTakesOverAfterKill9(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster and 3 processes: skipped in -short")
+	}
+	c := eventstoretest.StartCluster(t)
+	data := t.TempDir()
+	keys := filepath.Join(data, "keys")
+	if err := os.MkdirAll(keys, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	var sealSeed []byte
+	for _, name := range []string{"master.key", "seal.ed25519", "token.key"} {
+		key := make([]byte, 32)
+		rand.Read(key)
+		if name == "seal.ed25519" {
+			sealSeed = key
+		}
+		if err := os.WriteFile(filepath.Join(keys, name), key, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--nats", c.URLs(), "--replicas", "3"}
+	var nodes []*server
+	for range 3 {
+		nodes = append(nodes, startListening(t, data, args...))
+	}
+	for _, n := range nodes {
+		n.waitReady(60 * time.Second)
+	}
+	writer := -1
+	eventstoretest.Eventually(t, 20*time.Second, func() error {
+		for i, n := range nodes {
+			if n.clusterRole() == "writer" {
+				writer = i
+				return nil
+			}
+		}
+		return fmt.Errorf("no writer among the nodes")
+	})
+	op := nodes[0].token("operator", "")
+	nodes[0].must(200, call{"PUT", "/v1/players/p1", op, "", `{"weekly_deposit_limit":"10000.00","weekly_stake_limit":"100.00"}`})
+	acked := 0
+	for i := range 9 {
+		nodes[i%3].must(200, call{"POST", "/v1/players/p1/deposits", op, fmt.Sprint("before-", i), `{"amount":"1.00"}`})
+		acked++
+	}
+
+	nodes[writer].cmd.Process.Kill()
+	killed := time.Now()
+	survivor := nodes[(writer+1)%3]
+	failed := 0
+	for {
+		status, m, err := survivor.send(call{"POST", "/v1/players/p1/deposits", op, "after-kill", `{"amount":"1.00"}`})
+		if err == nil && status == 200 {
+			break
+		}
+		if err == nil && status != 503 {
+			t.Fatalf("deposit during the takeover: %d %v, want 200 or 503", status, m)
+		}
+		failed++
+		if time.Since(killed) > 15*time.Second {
+			t.Fatalf("no deposit acknowledged 15s after kill -9 of the writer (%d failed)\n%s", failed, survivor.logs)
+		}
+		time.Sleep(20 * time.Millisecond) // a client's pause between retries
+	}
+	acked++
+	t.Logf("kill -9 of the writer: first deposit acknowledged by the new writer %s later; %d requests answered 503 meanwhile",
+		time.Since(killed).Round(time.Millisecond), failed)
+	for i, n := range nodes {
+		if i == writer {
+			continue
+		}
+		n.must(200, call{"POST", "/v1/players/p1/deposits", op, fmt.Sprint("after-", i), `{"amount":"1.00"}`})
+		acked++
+	}
+	want := fmt.Sprintf("%d.00", acked)
+	for i, n := range nodes {
+		if i == writer {
+			continue
+		}
+		eventstoretest.Eventually(t, 10*time.Second, func() error {
+			acct := n.must(200, call{"GET", "/v1/players/p1/account", op, "", ""})
+			if acct["balance"] != want {
+				return fmt.Errorf("node %d: balance %v, want %s", i, acct["balance"], want)
+			}
+			return nil
+		})
+	}
+	pub := hex.EncodeToString(ed25519.NewKeyFromSeed(sealSeed).Public().(ed25519.PublicKey))
+	out, errOut, code := run(t, "audit", "--nats", c.URLs(), "--public-key", pub)
+	if code != 0 {
+		t.Fatalf("audit: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
