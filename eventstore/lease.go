@@ -162,7 +162,11 @@ func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
 	sent := time.Now()
 	value, _ := json.Marshal(LeaseInfo{Holder: l.cfg.Holder})
 	rev, err := l.kv.Create(ctx, l.chain, value)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	var apiErr *jetstream.APIError
+	// A create over a release or expiry marker is an update on the marker's
+	// revision, which another node may have won first: wrong last sequence.
+	if errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) ||
+		(errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence || apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)) {
 		return 0, fmt.Errorf("acquire lease of chain %s: %w", l.chain, ErrLeaseHeld)
 	}
 	if err != nil {

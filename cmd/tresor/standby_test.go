@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // clusterRole returns a node's role as its health tells ("" when it does
@@ -59,6 +61,13 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	for _, n := range nodes {
 		n.waitReady(60 * time.Second)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, n := range nodes {
+				t.Logf("node %d:\n%s", i, n.logs)
+			}
+		}
+	})
 	writer := -1
 	eventstoretest.Eventually(t, 20*time.Second, func() error {
 		for i, n := range nodes {
@@ -78,32 +87,60 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	}
 
 	nodes[writer].cmd.Process.Kill()
-	killed := time.Now()
 	survivor := nodes[(writer+1)%3]
-	failed := 0
-	for {
-		status, m, err := survivor.send(call{"POST", "/v1/players/p1/deposits", op, "after-kill", `{"amount":"1.00"}`})
-		if err == nil && status == 200 {
-			break
-		}
-		if err == nil && status != 503 {
-			t.Fatalf("deposit during the takeover: %d %v, want 200 or 503", status, m)
-		}
-		failed++
-		if time.Since(killed) > 15*time.Second {
-			t.Fatalf("no deposit acknowledged 15s after kill -9 of the writer (%d failed)\n%s", failed, survivor.logs)
-		}
-		time.Sleep(20 * time.Millisecond) // a client's pause between retries
-	}
+	took, failed := depositUntilAcknowledged(t, survivor, op, "after-kill")
 	acked++
-	t.Logf("kill -9 of the writer: first deposit acknowledged by the new writer %s later; %d requests answered 503 meanwhile",
-		time.Since(killed).Round(time.Millisecond), failed)
+	t.Logf("kill -9 of the writer: first deposit acknowledged by the new writer %s later; %d requests answered 503 meanwhile", took, failed)
 	for i, n := range nodes {
 		if i == writer {
 			continue
 		}
 		n.must(200, call{"POST", "/v1/players/p1/deposits", op, fmt.Sprint("after-", i), `{"amount":"1.00"}`})
 		acked++
+	}
+
+	// The stream's leader steps down, then its node is lost: no serve
+	// exits, and deposits are acknowledged again within seconds.
+	nc, err := nats.Connect(c.URLs())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := nc.Request("$JS.API.STREAM.LEADER.STEPDOWN.TRESOR", nil, 5*time.Second); err != nil {
+		t.Fatalf("stream leader step-down: %v", err)
+	}
+	took, failed = depositUntilAcknowledged(t, survivor, op, "after-stepdown")
+	acked++
+	t.Logf("stream leader stepped down: deposit acknowledged %s later; %d requests failed meanwhile", took, failed)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var leader string
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		st, err := js.Stream(eventstoretest.Ctx(t, 5*time.Second), "TRESOR")
+		if err != nil {
+			return err
+		}
+		info, err := st.Info(eventstoretest.Ctx(t, 5*time.Second))
+		if err != nil || info.Cluster == nil || info.Cluster.Leader == "" {
+			return fmt.Errorf("no stream leader yet: %v", err)
+		}
+		leader = info.Cluster.Leader
+		return nil
+	})
+	c.Stop(c.Index(leader))
+	took, failed = depositUntilAcknowledged(t, survivor, op, "after-leader-loss")
+	acked++
+	t.Logf("NATS node %s (the stream's leader) lost: deposit acknowledged %s later; %d requests failed meanwhile", leader, took, failed)
+	for i, n := range nodes {
+		select {
+		case err := <-n.done:
+			if i != writer {
+				t.Fatalf("node %d exited: %v\n%s", i, err, n.logs)
+			}
+		default:
+		}
 	}
 	want := fmt.Sprintf("%d.00", acked)
 	for i, n := range nodes {
@@ -122,5 +159,28 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	out, errOut, code := run(t, "audit", "--nats", c.URLs(), "--public-key", pub)
 	if code != 0 {
 		t.Fatalf("audit: exit %d\n%s\n%s", code, out, errOut)
+	}
+}
+
+// depositUntilAcknowledged deposits 1.00 to p1 through s with key, again
+// while it answers 503, and returns how long it took and how many attempts
+// failed; any other answer, or 15 s without success, fails the test.
+func depositUntilAcknowledged(t *testing.T, s *server, op, key string) (time.Duration, int) {
+	t.Helper()
+	start := time.Now()
+	failed := 0
+	for {
+		status, m, err := s.send(call{"POST", "/v1/players/p1/deposits", op, key, `{"amount":"1.00"}`})
+		if err == nil && status == 200 {
+			return time.Since(start).Round(time.Millisecond), failed
+		}
+		if err == nil && status != 503 {
+			t.Fatalf("deposit %s: %d %v, want 200 or 503", key, status, m)
+		}
+		failed++
+		if time.Since(start) > 15*time.Second {
+			t.Fatalf("deposit %s not acknowledged within 15s (%d failed, last %v)\n%s", key, failed, err, s.logs)
+		}
+		time.Sleep(20 * time.Millisecond) // a client's pause between retries
 	}
 }
