@@ -339,7 +339,9 @@ func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.
 	n.mu.Unlock()
 	cfg := n.cfg.Writer
 	cfg.Start = f.take()
-	elog, err := settlement.OpenEventLog(ctx, n.cfg.Store, n.cfg.Committer)
+	ccfg := n.cfg.Committer
+	ccfg.MaySend = n.leaseValid
+	elog, err := settlement.OpenEventLog(ctx, n.cfg.Store, ccfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -349,6 +351,15 @@ func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.
 		return nil, nil, err
 	}
 	return w, elog, nil
+}
+
+// leaseValid is the committer's check before each batch: the lease is
+// surely still this node's.
+func (n *Node) leaseValid() error {
+	if !n.cfg.Lease.Valid() {
+		return fmt.Errorf("%w: not renewed in time", eventstore.ErrLeaseLost)
+	}
+	return nil
 }
 
 // stepDown stops being the writer. lost is why (nil for a graceful stop):

@@ -41,6 +41,12 @@ type CommitterConfig struct {
 	// SealInterval seals at least this often while events arrive
 	// (default 1 minute).
 	SealInterval time.Duration
+	// MaySend, when set, is asked before each batch is sent; an error stops
+	// the committer with it, the batch unsent. A writer on a lease passes
+	// its lease's validity, so that a process frozen past its lease (and
+	// resumed) sends nothing; the chain's fencing covers the instant
+	// between the check and the send.
+	MaySend func() error
 }
 
 func (c *CommitterConfig) setDefaults() error {
@@ -243,7 +249,14 @@ func (c *committer) send(fence uint64) {
 			c.acks <- sent{b: b, err: failed}
 			continue
 		}
-		seqs, err := c.store.commitBatch(context.Background(), c.chain, fence, b.recs, b.msgs)
+		var seqs []uint64
+		var err error
+		if c.cfg.MaySend != nil {
+			err = c.cfg.MaySend()
+		}
+		if err == nil {
+			seqs, err = c.store.commitBatch(context.Background(), c.chain, fence, b.recs, b.msgs)
+		}
 		if err != nil {
 			if errors.Is(err, ErrConflict) {
 				err = fmt.Errorf("commit to chain %s: %w: %w", c.chain, ErrFenced, err)

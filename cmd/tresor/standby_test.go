@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -142,6 +143,33 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 		default:
 		}
 	}
+	// The writer frozen past the lease's TTL (SIGSTOP): the other node takes
+	// over; resumed, the old writer appends nothing (its lease is gone: it
+	// steps down, and the fencing would refuse it) and rejoins as a standby.
+	var frozen, other *server
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		for i, n := range nodes {
+			if i != writer && n.clusterRole() == "writer" {
+				frozen, other = n, nodes[3-writer-i]
+				return nil
+			}
+		}
+		return fmt.Errorf("no writer among the live nodes")
+	})
+	frozen.cmd.Process.Signal(syscall.SIGSTOP)
+	took, failed = depositUntilAcknowledged(t, other, op, "while-frozen")
+	acked++
+	t.Logf("writer frozen (SIGSTOP): deposit acknowledged by the other node %s later; %d requests failed meanwhile", took, failed)
+	frozen.cmd.Process.Signal(syscall.SIGCONT)
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		if r := frozen.clusterRole(); r != "standby" {
+			return fmt.Errorf("the resumed writer's role: %q, want standby", r)
+		}
+		return nil
+	})
+	frozen.must(200, call{"POST", "/v1/players/p1/deposits", op, "after-resume", `{"amount":"1.00"}`})
+	acked++
+
 	want := fmt.Sprintf("%d.00", acked)
 	for i, n := range nodes {
 		if i == writer {
