@@ -101,6 +101,23 @@ type Readiness struct {
 	// SealSeq is the sequence of the last Seal the projections applied in
 	// this process (0 before the first): where the chain was last signed.
 	SealSeq uint64 `json:"seal_seq"`
+	// Cluster is the node's place among the writers on a NATS cluster
+	// (absent on the embedded default).
+	Cluster *ClusterStatus `json:"cluster,omitempty"`
+}
+
+// ClusterStatus is a node's place among the writers of a chain on a NATS
+// cluster.
+type ClusterStatus struct {
+	// Role is "writer" or "standby".
+	Role string `json:"role"`
+	// LeaseHolder is the node holding the writer lease ("" during a
+	// takeover) and Term the lease's term: it grows with each new writer.
+	LeaseHolder string `json:"lease_holder"`
+	Term        uint64 `json:"term"`
+	// StandbyLag is how many sequences a standby's state is behind the
+	// stream's head: what a takeover would replay.
+	StandbyLag uint64 `json:"standby_lag"`
 }
 
 // Config is what the API stands on.
@@ -127,6 +144,9 @@ type Config struct {
 	// Rules is the rule set the reports compute theoretical returns from
 	// (the default rule set when nil).
 	Rules *domain.RuleSet
+	// Clustered adds the metrics of the node's place on a NATS cluster
+	// (role, lease term, standby lag), read from Readiness().Cluster.
+	Clustered bool
 	// Pages serves the web pages (/, /play, /history, /console and their
 	// static files); nil serves none.
 	Pages http.Handler
@@ -178,6 +198,9 @@ func NewServer(cfg Config) *Server {
 			}
 			return float64(lag.Events())
 		}))
+	}
+	if cfg.Clustered {
+		s.registerClusterMetrics()
 	}
 	s.handle("GET /v1/health", nil, s.health)
 	s.handle("GET /v1/ready", nil, s.ready)
@@ -703,6 +726,31 @@ func (s *Server) waitFor(ctx context.Context, seq uint64) error {
 	return nil
 }
 
+// registerClusterMetrics exports the node's role, the lease's term and the
+// standby's lag.
+func (s *Server) registerClusterMetrics() {
+	cluster := func(f func(*ClusterStatus) float64) func() float64 {
+		return func() float64 {
+			if c := s.readiness().Cluster; c != nil {
+				return f(c)
+			}
+			return 0
+		}
+	}
+	s.cfg.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_cluster_writer", Help: "1 while this node is the chain's writer (holds the lease), 0 on a standby."},
+			cluster(func(c *ClusterStatus) float64 {
+				if c.Role == "writer" {
+					return 1
+				}
+				return 0
+			})),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_cluster_lease_term", Help: "Term of the writer lease as this node last saw it (0 during a takeover)."},
+			cluster(func(c *ClusterStatus) float64 { return float64(c.Term) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_cluster_standby_lag_events", Help: "Sequences the standby's state is behind the stream's head (what a takeover replays)."},
+			cluster(func(c *ClusterStatus) float64 { return float64(c.StandbyLag) })))
+}
+
 // readiness returns the service's readiness: ready when nothing tells (an
 // API over read models alone, as in tests).
 func (s *Server) readiness() Readiness {
@@ -716,7 +764,11 @@ func (s *Server) readiness() Readiness {
 // the readiness, which it shows beside the positions.
 func (s *Server) health(r *http.Request, _ *Claims) (int, any, error) {
 	rd := s.readiness()
-	return http.StatusOK, map[string]any{"status": "ok", "readiness": rd.Status, "projection_seq": rd.ProjectionSeq, "writer_seq": rd.WriterSeq}, nil
+	out := map[string]any{"status": "ok", "readiness": rd.Status, "projection_seq": rd.ProjectionSeq, "writer_seq": rd.WriterSeq}
+	if rd.Cluster != nil {
+		out["cluster"] = rd.Cluster
+	}
+	return http.StatusOK, out, nil
 }
 
 // ready is readiness: 200 once the writer has rebuilt its state and the

@@ -22,9 +22,9 @@ func TestClusterLeaderLoss(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster: skipped in -short")
 	}
-	c := startCluster(t)
+	c := eventstoretest.StartCluster(t)
 	cfg := eventstore.Config{Stream: "LEADERLOSS", SubjectPrefix: "ll", RequestTimeout: 4 * time.Second}
-	s := c.open(t, cfg)
+	s := openOn(t, c, cfg)
 	ctx := eventstoretest.Ctx(t, 90*time.Second)
 
 	var (
@@ -118,12 +118,12 @@ func TestClusterLeaderLoss(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i, n := range c.nodes {
+		for i, n := range c.Nodes {
 			if n != nil && n.Name() == info.Cluster.Leader {
 				mu.Lock()
 				t.Logf("stopping stream leader %s with %d events acknowledged", info.Cluster.Leader, len(acked))
 				mu.Unlock()
-				c.stop(i)
+				c.Stop(i)
 				return i
 			}
 		}
@@ -154,8 +154,8 @@ func TestClusterLeaderLoss(t *testing.T) {
 		}
 		return nil
 	})
-	c.start(t, first)
-	c.start(t, second)
+	c.Start(t, first)
+	c.Start(t, second)
 	wg.Wait()
 	mu.Lock()
 	defer mu.Unlock()

@@ -41,6 +41,12 @@ type CommitterConfig struct {
 	// SealInterval seals at least this often while events arrive
 	// (default 1 minute).
 	SealInterval time.Duration
+	// MaySend, when set, is asked before each batch is sent; an error stops
+	// the committer with it, the batch unsent. A writer on a lease passes
+	// its lease's validity, so that a process frozen past its lease (and
+	// resumed) sends nothing; the chain's fencing covers the instant
+	// between the check and the send.
+	MaySend func() error
 }
 
 func (c *CommitterConfig) setDefaults() error {
@@ -104,6 +110,12 @@ type Committer interface {
 	Err() error
 	// Close commits what was submitted, stops, and returns Err().
 	Close() error
+	// Abort stops the committer with err without sending anything more (a
+	// batch already sent may still land): every request not yet sent, and
+	// every later one, fails with err, and Close writes no closing seal. A
+	// writer that lost its lease aborts, so that it stops appending before
+	// another node takes the chain over.
+	Abort(err error)
 }
 
 // pending is one submitted request on its way through the committer.
@@ -137,6 +149,7 @@ type committer struct {
 	reqs   chan *pending
 	toSend chan *batch
 	acks   chan sent
+	abort  chan error
 	done   chan struct{} // closed when the loop has exited
 
 	stateMu sync.Mutex
@@ -166,6 +179,7 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 		reqs:   make(chan *pending, cfg.QueueMax),
 		toSend: make(chan *batch),
 		acks:   make(chan sent, 1),
+		abort:  make(chan error, 1),
 		done:   make(chan struct{}),
 		head:   head,
 	}
@@ -235,7 +249,14 @@ func (c *committer) send(fence uint64) {
 			c.acks <- sent{b: b, err: failed}
 			continue
 		}
-		seqs, err := c.store.commitBatch(context.Background(), c.chain, fence, b.recs, b.msgs)
+		var seqs []uint64
+		var err error
+		if c.cfg.MaySend != nil {
+			err = c.cfg.MaySend()
+		}
+		if err == nil {
+			seqs, err = c.store.commitBatch(context.Background(), c.chain, fence, b.recs, b.msgs)
+		}
 		if err != nil {
 			if errors.Is(err, ErrConflict) {
 				err = fmt.Errorf("commit to chain %s: %w: %w", c.chain, ErrFenced, err)
@@ -362,7 +383,17 @@ func (c *committer) loop(head Head) {
 			st.expected = min((held+len(a.b.recs))*9/10, c.cfg.BatchEventsMax)
 		case <-tick:
 			st.sealDue = true
+		case err := <-c.abort:
+			c.fail(st, err)
 		}
+	}
+}
+
+// Abort implements Committer.
+func (c *committer) Abort(err error) {
+	select {
+	case c.abort <- err:
+	default: // an abort is already on its way
 	}
 }
 

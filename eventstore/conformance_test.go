@@ -14,5 +14,5 @@ func TestConformanceCluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster: skipped in -short")
 	}
-	eventstoretest.Run(t, startCluster(t).backend())
+	eventstoretest.Run(t, clusterBackend(eventstoretest.StartCluster(t)))
 }

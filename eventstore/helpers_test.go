@@ -1,11 +1,7 @@
 package eventstore_test
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -90,131 +86,30 @@ func embeddedBackend(tb testing.TB) eventstoretest.Backend {
 	}
 }
 
-// freePorts reserves n loopback ports by listening and closing: the tiny
-// race with other processes is acceptable in tests.
-func freePorts(tb testing.TB, n int) []int {
-	tb.Helper()
-	var ports []int
-	var ls []net.Listener
-	for range n {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		ls = append(ls, l)
-		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
-	}
-	for _, l := range ls {
-		l.Close()
-	}
-	return ports
-}
-
-// cluster is a 3-node JetStream cluster on loopback ports.
-type cluster struct {
-	dirs        []string
-	clientPorts []int
-	routePorts  []int
-	nodes       []*eventstore.EmbeddedServer
-}
-
-func startCluster(tb testing.TB) *cluster {
-	tb.Helper()
-	c := &cluster{clientPorts: freePorts(tb, 3), routePorts: freePorts(tb, 3)}
-	root := tb.TempDir()
-	for i := range 3 {
-		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("n%d", i)))
-	}
-	c.nodes = make([]*eventstore.EmbeddedServer, 3)
-	c.startAll(tb)
-	tb.Cleanup(func() {
-		for _, n := range c.nodes {
-			if n != nil {
-				n.Shutdown()
-			}
-		}
-	})
-	return c
-}
-
-func (c *cluster) start(tb testing.TB, i int) {
-	tb.Helper()
-	var routes []string
-	for j, p := range c.routePorts {
-		if j != i {
-			routes = append(routes, fmt.Sprintf("nats-route://127.0.0.1:%d", p))
-		}
-	}
-	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{
-		DataDir:    c.dirs[i],
-		ServerName: fmt.Sprintf("n%d", i),
-		ListenAddr: fmt.Sprintf("127.0.0.1:%d", c.clientPorts[i]),
-		Cluster: &eventstore.ClusterConfig{Name: "tresor-test",
-			ListenAddr: fmt.Sprintf("127.0.0.1:%d", c.routePorts[i]), Routes: routes},
-		StartTimeout: 20 * time.Second,
-	})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	c.nodes[i] = srv
-}
-
-func (c *cluster) startAll(tb testing.TB) {
-	tb.Helper()
-	for i := range c.nodes {
-		c.start(tb, i)
-	}
-	// Wait until JetStream has a meta leader: a stream can be created.
-	eventstoretest.Eventually(tb, 30*time.Second, func() error {
-		nc, err := nats.Connect(c.urls())
-		if err != nil {
-			return err
-		}
-		defer nc.Close()
-		js, err := jetstream.New(nc)
-		if err != nil {
-			return err
-		}
-		_, err = js.AccountInfo(context.Background())
-		return err
-	})
-}
-
-func (c *cluster) stop(i int) {
-	c.nodes[i].Shutdown()
-	c.nodes[i] = nil
-}
-
-func (c *cluster) urls() string {
-	var u []string
-	for _, p := range c.clientPorts {
-		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", p))
-	}
-	return strings.Join(u, ",")
-}
-
-func (c *cluster) open(tb testing.TB, cfg eventstore.Config) *eventstore.NATSStore {
+// openOn opens a store on cluster c, closed at cleanup.
+func openOn(tb testing.TB, c *eventstoretest.Cluster, cfg eventstore.Config) *eventstore.NATSStore {
 	tb.Helper()
 	cfg.Replicas = 3
 	var s *eventstore.NATSStore
 	eventstoretest.Eventually(tb, 30*time.Second, func() error {
 		var err error
-		s, err = eventstore.Connect(eventstoretest.Ctx(tb, 15*time.Second), c.urls(), cfg)
+		s, err = eventstore.Connect(eventstoretest.Ctx(tb, 15*time.Second), c.URLs(), cfg)
 		return err
 	})
 	tb.Cleanup(func() { s.Close() })
 	return s
 }
 
-func (c *cluster) backend() eventstoretest.Backend {
+// clusterBackend runs the suite against cluster c.
+func clusterBackend(c *eventstoretest.Cluster) eventstoretest.Backend {
 	return eventstoretest.Backend{
-		Open:  func(tb testing.TB, cfg eventstore.Config) eventstore.Store { return c.open(tb, cfg) },
+		Open:  func(tb testing.TB, cfg eventstore.Config) eventstore.Store { return openOn(tb, c, cfg) },
 		Forge: forge,
 		Restart: func(tb testing.TB) {
-			for i := range c.nodes {
-				c.stop(i)
+			for i := range c.Nodes {
+				c.Stop(i)
 			}
-			c.startAll(tb)
+			c.StartAll(tb)
 		},
 	}
 }

@@ -96,6 +96,14 @@ func (s *NATSStore) consume(ctx context.Context, spec readSpec, fn func(Recorded
 				// ordered consumer resumes at the next sequence).
 				if s.nc.IsConnected() {
 					down = 0
+					// An ordered consumer can stall without an error
+					// after its stream's leader was lost: idle while
+					// the stream holds more is a stall, which the
+					// caller cures by following again.
+					if last, err := s.LastSequence(ctx); err == nil && last >= next {
+						return fmt.Errorf("follow %s: no message for %s at sequence %d while the stream ends at %d: %w",
+							s.cfg.Stream, s.cfg.RequestTimeout, next, last, ErrDisconnected)
+					}
 					continue
 				}
 				if down++; down < 2 && !s.nc.IsClosed() {

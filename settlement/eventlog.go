@@ -70,6 +70,10 @@ func OpenEventLog(ctx context.Context, store eventstore.Store, cfg eventstore.Co
 // Close commits what was submitted and stops the committer.
 func (l *EventLog) Close() error { return l.committer.Close() }
 
+// Abort stops appending at once: what was not sent yet fails with err (see
+// eventstore.Committer.Abort). Close must still be called.
+func (l *EventLog) Abort(err error) { l.committer.Abort(err) }
+
 // Append implements Log.
 func (l *EventLog) Append(ctx context.Context, recs []Record) <-chan AppendResult {
 	out := make(chan AppendResult, 1)
@@ -114,7 +118,7 @@ func envelope(r Record) (eventstore.Event, error) {
 // after, in order, with the time it was recorded; seals are checked by the
 // store and skipped here.
 func (l *EventLog) Replay(ctx context.Context, after uint64, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error) {
-	lastChain := after // a snapshot's sequence is an event of the chain
+	var lastChain uint64
 	last, err := l.store.ReadFrom(ctx, after+1, func(r eventstore.RecordedEvent) error {
 		if r.Chain == Chain {
 			lastChain = r.Sequence
@@ -131,7 +135,9 @@ func (l *EventLog) Replay(ctx context.Context, after uint64, fn func(seq uint64,
 	if err != nil {
 		return 0, err
 	}
-	if head := l.committer.Head(); head.Sequence != lastChain {
+	// The chain's head must be the last chain event read, or, when the
+	// tail read holds none, before the tail.
+	if head := l.committer.Head(); head.Sequence != lastChain && (lastChain != 0 || head.Sequence > after) {
 		return 0, fmt.Errorf("%w: chain %s ends at sequence %d but its head moved to %d while replaying: another writer is appending",
 			eventstore.ErrFenced, Chain, lastChain, head.Sequence)
 	}

@@ -59,18 +59,18 @@ func (f *Follower) Seq() uint64 { return f.seq }
 func (f *Follower) Encode() ([]byte, error) { return domain.EncodeLedger(f.ledger) }
 
 // startingLedger returns the ledger the writer starts from and the
-// sequence it holds everything up to: the newest snapshot that passes every
+// sequence it holds everything up to: a standby's (Config.Start), or the
+// newest snapshot that passes every
 // check, or an empty ledger when there is none or it fails one, which the
 // log names. With snapshots, it also returns where the follower starts: the
 // snapshot's bytes, which the follower decodes itself once the writer runs
 // (a second decode would delay the start), or an empty follower beside an
 // empty ledger.
 func startingLedger(ctx context.Context, cfg Config) (*domain.Ledger, uint64, *Follower, []byte) {
-	fresh := func() *domain.Ledger {
-		l := domain.NewLedger(cfg.Rules)
-		l.IdempotencyWindow = cfg.IdempotencyWindow
-		return l
+	if cfg.Start != nil {
+		return cfg.Start.Ledger, cfg.Start.Seq, nil, nil
 	}
+	fresh := cfg.NewLedger
 	if cfg.Snapshots == nil {
 		return fresh(), 0, nil, nil
 	}

@@ -77,6 +77,26 @@ type Config struct {
 	// Clock tells the time (default time.Now).
 	Clock  func() time.Time
 	Logger *slog.Logger
+	// Start is a ledger already built from the stream up to a sequence (a
+	// standby's, which followed the stream): Open replays only what
+	// follows, and takes the ledger over. Nil replays the whole stream.
+	Start *Start
+}
+
+// Start is a ledger built from the stream's first Seq sequences, by
+// NewLedger and Evolve, with the decks of its open blocks attached (see
+// OpenDeck) or not (Open then rebuilds them).
+type Start struct {
+	Ledger *domain.Ledger
+	Seq    uint64
+}
+
+// NewLedger returns the empty ledger a writer of this configuration starts
+// from.
+func (c *Config) NewLedger() *domain.Ledger {
+	l := domain.NewLedger(c.Rules)
+	l.IdempotencyWindow = c.IdempotencyWindow
+	return l
 }
 
 // Validate checks a configuration and fills in the defaults.
@@ -244,8 +264,11 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 			return nil, err
 		}
 	}
-	if cfg.Snapshots != nil {
-		// Before the loop, which queues its appends after the tail.
+	if cfg.Snapshots != nil && cfg.Start == nil {
+		// Before the loop, which queues its appends after the tail. A
+		// writer that takes a standby's ledger over (Start) keeps no
+		// snapshots: its follower would need a copy of that ledger, and
+		// encoding one would delay the takeover.
 		w.snap = newSnapshotter(cfg, follower, followerData, after, replayed)
 		if len(tail.recs) > 0 {
 			w.snap.push(tail)
@@ -269,24 +292,44 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	return w, nil
 }
 
-// reopenDeck unseals a block's seed, rebuilds its deck and checks it
-// against the commitment published when the block opened.
+// reopenDeck unseals the seed of a block not yet closed and, unless the
+// ledger it started from has it, rebuilds its deck.
 func (w *Writer) reopenDeck(b *domain.Block) error {
+	if w.ledger.DeckOf(b) == nil {
+		deck, seed, err := OpenDeck(&w.cfg, b)
+		if err != nil {
+			return err
+		}
+		w.ledger.AttachDeck(deck)
+		w.seeds[b.Commitment.SeedHash] = seed
+		return nil
+	}
 	seed, err := w.cfg.Sealer.Unseal(b.SealedSeed, b.Commitment.SeedHash)
 	if err != nil {
 		return fmt.Errorf("block %s: %w", b.ID, err)
 	}
-	table, err := w.cfg.Rules.Table(b.Price)
+	w.seeds[b.Commitment.SeedHash] = seed
+	return nil
+}
+
+// OpenDeck unseals a block's seed, rebuilds its deck (about a second of
+// CPU for a full block) and checks it against the commitment published
+// when the block opened. A standby opens the decks of the blocks that open
+// while it follows, so that taking over costs none.
+func OpenDeck(cfg *Config, b *domain.Block) (*domain.Deck, domain.Seed, error) {
+	seed, err := cfg.Sealer.Unseal(b.SealedSeed, b.Commitment.SeedHash)
 	if err != nil {
-		return fmt.Errorf("block %s: %w", b.ID, err)
+		return nil, domain.Seed{}, fmt.Errorf("block %s: %w", b.ID, err)
+	}
+	table, err := cfg.Rules.Table(b.Price)
+	if err != nil {
+		return nil, domain.Seed{}, fmt.Errorf("block %s: %w", b.ID, err)
 	}
 	deck := domain.BuildDeck(table.LotCounts(), seed)
 	if deck.Commitment != b.Commitment {
-		return fmt.Errorf("block %s: rebuilt deck commits to root %x, BlockOpened says %x", b.ID, deck.Commitment.Root, b.Commitment.Root)
+		return nil, domain.Seed{}, fmt.Errorf("block %s: rebuilt deck commits to root %x, BlockOpened says %x", b.ID, deck.Commitment.Root, b.Commitment.Root)
 	}
-	w.ledger.AttachDeck(deck)
-	w.seeds[b.Commitment.SeedHash] = seed
-	return nil
+	return deck, seed, nil
 }
 
 // LastSeq returns the stream sequence of the last event the writer knows

@@ -60,6 +60,12 @@ type Config struct {
 	SnapshotEvery    int
 	SnapshotInterval time.Duration
 	SnapshotKeep     int
+	// NodeName names this serve among the writers of a NATS cluster (the
+	// lease holder health shows); default host name and process id.
+	NodeName string
+	// LeaseTTL is how long the writer lease lives without renewal on a NATS
+	// cluster: the bound on a takeover after the writer dies.
+	LeaseTTL time.Duration
 }
 
 // env names the environment variable of each setting.
@@ -70,6 +76,7 @@ var env = map[string]string{
 	"token-key-file": "TRESOR_TOKEN_KEY_FILE", "settings": "TRESOR_SETTINGS",
 	"snapshots": "TRESOR_SNAPSHOTS", "snapshot-every": "TRESOR_SNAPSHOT_EVERY", "snapshot-interval": "TRESOR_SNAPSHOT_INTERVAL",
 	"snapshot-keep": "TRESOR_SNAPSHOT_KEEP",
+	"node-name":     "TRESOR_NODE_NAME", "lease-ttl": "TRESOR_LEASE_TTL",
 }
 
 // envOr returns the environment variable of a flag, or def. Only redaction
@@ -290,4 +297,19 @@ func (c *Config) sealKey() (ed25519.PrivateKey, error) {
 		return nil, err
 	}
 	return ed25519.NewKeyFromSeed(seed), nil
+}
+
+// validateNode checks serve's cluster flags and fills in the node's name.
+func (c *Config) validateNode() error {
+	if c.LeaseTTL < time.Second {
+		return usagef("--lease-ttl %s: at least 1s", c.LeaseTTL)
+	}
+	if c.NodeName == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			host = "tresor"
+		}
+		c.NodeName = fmt.Sprintf("%s/%d", host, os.Getpid())
+	}
+	return nil
 }

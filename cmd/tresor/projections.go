@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"time"
 
 	"github.com/fdj/tresor/domain"
@@ -65,7 +66,7 @@ func rebuildProjections(ctx context.Context, cfg *Config, out io.Writer) error {
 	}
 	defer s.Close()
 	start, last := time.Now(), time.Time{}
-	gen, err := pgstore.Rebuild(ctx, pool, pgstore.Config{Rules: rules}, eventSource{s.store}, func(p pgstore.Progress) {
+	gen, err := pgstore.Rebuild(ctx, pool, pgstore.Config{Rules: rules}, eventSource{store: s.store}, func(p pgstore.Progress) {
 		if p.Switched || time.Since(last) >= progressEvery {
 			last = time.Now()
 			rate := float64(p.Applied) / max(time.Since(start).Seconds(), 1e-3)
@@ -83,8 +84,13 @@ func rebuildProjections(ctx context.Context, cfg *Config, out io.Writer) error {
 // stream from a sequence and decodes each record into its domain event,
 // with how many records of its append follow it; Seal records carry no
 // read-model data and come through as nil events, so that the projection's
-// sequence stays gap-free.
-type eventSource struct{ store eventstore.Store }
+// sequence stays gap-free. It rides through the loss of a NATS node or a
+// change of the stream's leader (eventstore.FollowResuming), logging each
+// resumption to log when not nil: a projection never stops serve for that.
+type eventSource struct {
+	store eventstore.Store
+	log   *slog.Logger
+}
 
 // The read side bounds a batch by the longest append the event store
 // writes: the two limits must be one. A constant that overflows uint does
@@ -93,7 +99,7 @@ const _ = uint(projections.AppendMax-eventstore.BatchEventsMax) + uint(eventstor
 
 // Read implements projections.Source.
 func (e eventSource) Read(ctx context.Context, from uint64, fn func(projections.Envelope) error) error {
-	return e.store.Follow(ctx, from, func(r eventstore.RecordedEvent) error {
+	return eventstore.FollowResuming(ctx, e.store, from, func(r eventstore.RecordedEvent) error {
 		env := projections.Envelope{Seq: r.Sequence, At: r.RecordedAt, AppendRemaining: r.AppendRemaining}
 		if r.Type != eventstore.SealType {
 			ev, err := domain.DecodeEvent(r.Type, r.Payload)
@@ -103,7 +109,14 @@ func (e eventSource) Read(ctx context.Context, from uint64, fn func(projections.
 			env.Event = ev
 		}
 		return fn(env)
-	})
+	}, e.resumed)
+}
+
+// resumed logs a read that FollowResuming resumes.
+func (e eventSource) resumed(err error) {
+	if e.log != nil {
+		e.log.Warn("projections: reading the stream again after an error", "err", err)
+	}
 }
 
 // Head implements projections.Source.

@@ -104,7 +104,7 @@ func reportStore(ctx context.Context, cfg *Config, rules *domain.RuleSet) (proje
 		return nil, err
 	}
 	mem := memstore.New(rules)
-	if err := projections.NewRunner(eventSource{st.store}, mem).RunTo(ctx, head); err != nil {
+	if err := projections.NewRunner(eventSource{store: st.store}, mem).RunTo(ctx, head); err != nil {
 		return nil, fmt.Errorf("project the stream: %w", err)
 	}
 	return mem, nil

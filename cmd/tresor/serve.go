@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/api"
+	"github.com/fdj/tresor/cluster"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/projections"
@@ -39,6 +40,9 @@ func init() {
 			if err := cfg.Validate(); err != nil {
 				return err
 			}
+			if err := cfg.validateNode(); err != nil {
+				return err
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
 			return serve(ctx, &cfg, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
@@ -48,6 +52,9 @@ func init() {
 	bindTokenFlag(cmd, &cfg)
 	cmd.Flags().StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address the HTTP API and the pages listen on ($TRESOR_HTTP)")
 	withEnv(cmd.Flags(), "http")
+	cmd.Flags().StringVar(&cfg.NodeName, "node-name", "", "name of this node among the writers of a NATS cluster (default <host name>/<pid>) ($TRESOR_NODE_NAME)")
+	cmd.Flags().DurationVar(&cfg.LeaseTTL, "lease-ttl", 2*time.Second, "how long the writer lease lives without renewal on a NATS cluster: bounds a takeover ($TRESOR_LEASE_TTL)")
+	withEnv(cmd.Flags(), "node-name", "lease-ttl")
 	cmd.Flags().DurationVar(&cfg.SignificantMaxAge, "significant-max-age", 400*24*time.Hour, "how long the significant-event log keeps an entry (failed authentications, refused role checks)")
 	connectionFlag(cmd.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections instead of memory ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	rootCmd.AddCommand(cmd)
@@ -98,7 +105,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		return fmt.Errorf("--http %s: %w", cfg.HTTP, err)
 	}
 	gate := &writerGate{}
-	runner := projections.NewRunner(eventSource{st.store}, store)
+	runner := projections.NewRunner(eventSource{store: st.store, log: log}, store)
 	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn()}
 	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge})
 	if err != nil {
@@ -118,7 +125,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	}()
 	srv := &http.Server{
 		Handler: api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log, Pages: pages,
-			Significant: significant, Rules: rules}),
+			Significant: significant, Rules: rules, Clustered: cfg.NATSURL != ""}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      api.RequestTimeout + 5*time.Second,
@@ -145,16 +152,24 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		}
 		runDone <- runner.Run(runCtx)
 	}()
-	stopRunner := func() {
+	// stopRunner stops the projections; after a clean stop, the in-memory
+	// read models take a snapshot, so the next start applies nothing.
+	stopRunner := func(clean bool) {
 		cancelRun()
 		<-runDone
 		<-snapDone
+		if psnap != nil && clean {
+			psnap.save(ctx)
+		}
 	}
 
+	if cfg.NATSURL != "" {
+		return serveNode(ctx, cfg, log, st, store, srv, served, gate, rd, runDone, stopRunner, started)
+	}
 	w, err := st.openWriter(ctx, cfg)
 	if err != nil {
 		shutdownHTTP(srv, served)
-		stopRunner()
+		stopRunner(false)
 		if ctx.Err() != nil {
 			return nil // stopped while starting: nothing was written
 		}
@@ -188,19 +203,66 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if err := st.closeLog(); err != nil && failed == nil && w.Err() == nil {
 		failed = fmt.Errorf("close the event log: %w", err)
 	}
+	return stopped(ctx, log, st, store, stopRunner, failed)
+}
+
+// serveNode is serve on a NATS cluster: this process is one node among the
+// writers of the chain (cluster.Node), writer or standby as the lease
+// decides; a lost lease, a fenced writer or a lost NATS node sends it back
+// to standby, never out of the process. A graceful stop commits what the
+// writer was given, seals and releases the lease at once.
+func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, store projections.Store, srv *http.Server, served chan error,
+	gate *writerGate, rd *readiness, runDone chan error, stopRunner func(clean bool), started time.Time) error {
+	node, err := st.openNode(ctx, cfg, log)
+	if err == nil {
+		var head uint64
+		head, err = st.store.LastSequence(ctx)
+		rd.target.Store(head)
+	}
+	if err != nil {
+		shutdownHTTP(srv, served)
+		stopRunner(false)
+		return err
+	}
+	gate.open(node)
+	rd.node = node
+	nodeCtx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
+	nodeDone := make(chan struct{})
+	go func() {
+		defer close(nodeDone)
+		node.Run(nodeCtx)
+	}()
+	go rd.logWhenReady(nodeCtx, log, started)
+	log.Info("node started", "node", cfg.NodeName, "stream_head", rd.target.Load())
+
+	var failed error
+	select {
+	case err := <-served:
+		failed = fmt.Errorf("http server: %w", err)
+	case err := <-runDone:
+		runDone <- err
+		failed = fmt.Errorf("projections: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down")
+	if err := shutdownHTTP(srv, served); err != nil && failed == nil {
+		failed = err
+	}
+	stopNode()
+	<-nodeDone
+	return stopped(ctx, log, st, store, stopRunner, failed)
+}
+
+// stopped lets the projections apply the stream to its end (the closing
+// seal landed after the last command) when serve stops cleanly, so that an
+// audit of them finds nothing missing, then stops them.
+func stopped(ctx context.Context, log *slog.Logger, st *stream, store projections.Store, stopRunner func(clean bool), failed error) error {
 	if failed == nil {
-		// The closing seal landed after the last command: let the
-		// projections apply it too, so that they stop where the stream
-		// ends and an audit of them finds nothing missing.
 		if err := catchUp(ctx, st, store); err != nil {
 			log.Warn("projections stopped before the end of the stream", "err", err)
 		}
 	}
-	stopRunner()
-	if psnap != nil && failed == nil {
-		// The next start then applies nothing.
-		psnap.save(ctx)
-	}
+	stopRunner(failed == nil)
 	log.Info("stopped")
 	return failed
 }
@@ -247,13 +309,22 @@ func catchUp(ctx context.Context, st *stream, store projections.Store) error {
 	return store.WaitFor(ctx, head)
 }
 
-// writerGate stands for the settlement writer in the API: until the writer
-// has rebuilt its state, commands answer unavailable.
-type writerGate struct {
-	w atomic.Pointer[settlement.Writer]
+// writerSide is what serve runs commands on: the settlement writer on the
+// embedded default, the cluster node (writer or standby) with --nats.
+type writerSide interface {
+	api.Writer
+	// Err says why it cannot take commands now, nil when it can.
+	Err() error
 }
 
-func (g *writerGate) open(w *settlement.Writer) { g.w.Store(w) }
+// writerGate stands for the writer side in the API: until the writer has
+// rebuilt its state (or the node has started), commands answer
+// unavailable.
+type writerGate struct {
+	w atomic.Pointer[writerSide]
+}
+
+func (g *writerGate) open(w writerSide) { g.w.Store(&w) }
 
 // Execute implements api.Writer.
 func (g *writerGate) Execute(ctx context.Context, cmd domain.Command) (settlement.Result, error) {
@@ -261,13 +332,13 @@ func (g *writerGate) Execute(ctx context.Context, cmd domain.Command) (settlemen
 	if w == nil {
 		return settlement.Result{}, fmt.Errorf("%w: the writer is rebuilding its state from the stream", api.ErrNotReady)
 	}
-	return w.Execute(ctx, cmd)
+	return (*w).Execute(ctx, cmd)
 }
 
 // LastSeq implements api.Writer.
 func (g *writerGate) LastSeq() uint64 {
 	if w := g.w.Load(); w != nil {
-		return w.LastSeq()
+		return (*w).LastSeq()
 	}
 	return 0
 }
@@ -278,7 +349,9 @@ func (g *writerGate) LastSeq() uint64 {
 // but for the writer stopping or losing its connection to NATS, which make
 // it unavailable.
 type readiness struct {
-	gate   *writerGate
+	gate *writerGate
+	// node is this process's cluster node with --nats, nil otherwise.
+	node   *cluster.Node
 	runner *projections.Runner
 	conn   *nats.Conn
 	target atomic.Uint64
@@ -295,8 +368,8 @@ func (r *readiness) state() api.Readiness {
 	switch {
 	case w == nil:
 		rd.Status, rd.Reason = api.StatusStarting, "the writer is rebuilding its state from the stream"
-	case w.Err() != nil:
-		rd.Status, rd.Reason = api.StatusUnavailable, w.Err().Error()
+	case (*w).Err() != nil:
+		rd.Status, rd.Reason = api.StatusUnavailable, (*w).Err().Error()
 	case !r.ready.Load() && rd.ProjectionSeq < rd.StartSeq:
 		rd.Status, rd.Reason = api.StatusStarting, fmt.Sprintf("the projections are catching up: at %d of %d", rd.ProjectionSeq, rd.StartSeq)
 	case r.conn.Status() != nats.CONNECTED:
@@ -304,6 +377,10 @@ func (r *readiness) state() api.Readiness {
 	default:
 		r.ready.Store(true)
 		rd.Status = api.StatusReady
+	}
+	if r.node != nil {
+		s := r.node.Status()
+		rd.Cluster = &api.ClusterStatus{Role: string(s.Role), LeaseHolder: s.Holder, Term: s.Term, StandbyLag: s.StandbyLag}
 	}
 	return rd
 }

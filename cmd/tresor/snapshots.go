@@ -16,6 +16,14 @@ import (
 // snapshot bucket, beside the writer's.
 const projectionSnapshotKind = "projections"
 
+// projectionSnapshotMax bounds the read models' snapshot: the embedded
+// server refused or stalled on objects past about 128 MB (docs/snapshots.md),
+// and the read models hold the whole history (about 1.3 GB after a sold-out
+// block). Past the bound serve stops taking them, since history only
+// grows, and the read models apply the stream at start as without
+// snapshots.
+const projectionSnapshotMax = 64 << 20
+
 // projectionSnapshots saves and reloads serve's in-memory read models, so
 // that the embedded default is ready without applying the whole stream.
 // PostgreSQL read models keep their own checkpoint and need none.
@@ -26,6 +34,8 @@ type projectionSnapshots struct {
 	log      *slog.Logger
 	// saved is the checkpoint of the last snapshot taken or loaded.
 	saved uint64
+	// tooLarge is set once a snapshot was over projectionSnapshotMax.
+	tooLarge bool
 }
 
 // newProjectionSnapshots returns the snapshots of store, nil when
@@ -73,7 +83,7 @@ func (p *projectionSnapshots) run(ctx context.Context, applied func() uint64) {
 			return
 		case <-tick.C:
 		}
-		if applied() > p.saved {
+		if applied() > p.saved && !p.tooLarge {
 			p.save(ctx)
 		}
 	}
@@ -82,8 +92,17 @@ func (p *projectionSnapshots) run(ctx context.Context, applied func() uint64) {
 // save encodes the store and stores the snapshot; a failure is logged.
 // Batches wait while the store encodes; the writer does not.
 func (p *projectionSnapshots) save(ctx context.Context) {
+	if p.tooLarge {
+		return
+	}
 	start := time.Now()
 	seq, data, err := p.store.Encode()
+	if err == nil && len(data) > projectionSnapshotMax {
+		p.tooLarge = true
+		p.log.Warn("projections snapshots stopped: the read models are too large to store as one object; they apply the stream at start",
+			"seq", seq, "bytes", len(data), "max", projectionSnapshotMax)
+		return
+	}
 	if err == nil && seq > p.saved {
 		err = p.slot.Save(context.WithoutCancel(ctx), seq, data)
 	}

@@ -4,8 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/fdj/tresor/cluster"
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
@@ -32,7 +36,16 @@ func openStream(ctx context.Context, cfg *Config) (*stream, error) {
 	if err != nil {
 		return nil, err
 	}
-	return connectStream(ctx, cfg, eventstore.Config{Registry: reg, Replicas: cfg.Replicas})
+	scfg := eventstore.Config{Registry: reg, Replicas: cfg.Replicas}
+	var opts []nats.Option
+	if cfg.NATSURL != "" {
+		scfg.RequestTimeout = clusterRequestTimeout
+		// Nothing is buffered while disconnected: a publish then fails at
+		// once instead of landing after a reconnect, when another node may
+		// have taken the chain over.
+		opts = append(opts, nats.ReconnectBufSize(-1))
+	}
+	return connectStream(ctx, cfg, scfg, opts...)
 }
 
 // openStreamReadOnly opens an existing stream to read it as stored (no
@@ -133,36 +146,69 @@ func (s *stream) openSnapshots(ctx context.Context, cfg *Config) (*eventstore.Sn
 
 // openWriter starts the settlement writer of the shard on the stream.
 func (s *stream) openWriter(ctx context.Context, cfg *Config) (*settlement.Writer, error) {
-	rules, err := domain.DefaultRules()
+	wcfg, ccfg, err := s.writerConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	s.log, err = settlement.OpenEventLog(ctx, s.store, ccfg)
+	if err != nil {
+		return nil, err
+	}
+	return settlement.Open(ctx, s.log, wcfg)
+}
+
+// writerConfig is the configuration of the shard's writer and of its
+// committer: rules, keys, settings and snapshots.
+func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Config, eventstore.CommitterConfig, error) {
+	rules, err := domain.DefaultRules()
+	if err != nil {
+		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
 	sealer, err := s.openSealer(cfg)
 	if err != nil {
-		return nil, err
+		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
 	snaps, err := s.openSnapshots(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
 	sealKey, err := cfg.sealKey()
 	if err != nil {
-		return nil, fmt.Errorf("seal key: %w", err)
+		return settlement.Config{}, eventstore.CommitterConfig{}, fmt.Errorf("seal key: %w", err)
 	}
 	settings, err := cfg.settings()
 	if err != nil {
-		return nil, err
-	}
-	s.log, err = settlement.OpenEventLog(ctx, s.store, eventstore.CommitterConfig{SealKey: sealKey})
-	if err != nil {
-		return nil, err
+		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
 	wcfg := settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter, Settings: &settings.Settings,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval}
 	if snaps != nil {
 		wcfg.Snapshots = settlement.WriterSnapshots(snaps, rules)
 	}
-	return settlement.Open(ctx, s.log, wcfg)
+	return wcfg, eventstore.CommitterConfig{SealKey: sealKey}, nil
+}
+
+// clusterRequestTimeout bounds each request to a NATS cluster, a batch's
+// commit included: a commit stuck on a lost node or stream leader is then
+// settled by reading the stream within seconds (the writer reopens from
+// what landed) instead of after the 10s default.
+const clusterRequestTimeout = 2 * time.Second
+
+// openNode opens this process's place among the writers of the chain on
+// the NATS cluster: its lease handle and the node that follows the stream,
+// takes the lease and forwards commands.
+func (s *stream) openNode(ctx context.Context, cfg *Config, log *slog.Logger) (*cluster.Node, error) {
+	wcfg, ccfg, err := s.writerConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	lease, err := eventstore.OpenLease(ctx, s.store.Conn(), settlement.Chain,
+		eventstore.LeaseConfig{Holder: cfg.NodeName, TTL: cfg.LeaseTTL, Replicas: cfg.Replicas})
+	if err != nil {
+		return nil, err
+	}
+	wcfg.Logger = log
+	return cluster.NewNode(cluster.NodeConfig{Store: s.store, Lease: lease, Writer: wcfg, Committer: ccfg, Logger: log})
 }
 
 // closeLog stops the committer, which commits what was submitted and its

@@ -1,0 +1,239 @@
+// Package cluster runs Tresor on a NATS cluster: one writer per chain,
+// chosen by a lease in a JetStream KV bucket, warm standbys that follow the
+// stream and take over when the lease expires, and any node answering
+// commands by forwarding them to the writer over NATS request/reply (a
+// micro service).
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/fdj/tresor/api"
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/settlement"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// ErrNoWriter reports a command that no writer could take: nobody holds the
+// lease (a takeover is under way) or the holder does not answer on the
+// execute subject. Nothing was recorded. The API answers it 503
+// unavailable with Retry-After.
+var ErrNoWriter = fmt.Errorf("%w: no writer holds the lease; a takeover is under way", api.ErrNotReady)
+
+// ServiceName is the micro service the writer serves.
+const ServiceName = "tresor-writer"
+
+// ForwardWaitMax bounds a forwarded command, on the forwarding node (its
+// wait for the answer) and on the writer (its execution): a writer killed
+// with the request in hand never answers, and the client then learns within
+// seconds, not at the end of the API's own deadline, that it should retry
+// with its key. A commit takes milliseconds, or up to the commit timeout
+// (2s) when NATS loses a node.
+const ForwardWaitMax = 5 * time.Second
+
+// forwardInFlightMax bounds the forwarded commands the writer executes at
+// once; past it, requests wait in the subscription's pending buffer.
+const forwardInFlightMax = 4096
+
+// ExecuteSubject is the subject the writer of chain answers commands on.
+func ExecuteSubject(chain string) string { return ServiceName + "." + chain + ".execute" }
+
+// wireEvent is an event of a result on the wire: its type and payload, as
+// on the stream.
+type wireEvent struct {
+	Type    string          `json:"type"`
+	Payload json.RawMessage `json:"payload"`
+}
+
+// wireResult is the writer's answer to a forwarded command.
+type wireResult struct {
+	Events []wireEvent       `json:"events,omitempty"`
+	Seqs   []uint64          `json:"seqs,omitempty"`
+	Replay *domain.KeyRecord `json:"replay,omitempty"`
+	Error  *wireError        `json:"error,omitempty"`
+	// LastSeq is the writer's last durable sequence when it answered: the
+	// position a reader of the forwarding node waits for to see what the
+	// answer was decided on (a retry's first result).
+	LastSeq uint64 `json:"last_seq"`
+}
+
+// wireError is a refusal (a domain code) or why the writer could not take
+// the command.
+type wireError struct {
+	Code    domain.Code `json:"code"`
+	Message string      `json:"message"`
+}
+
+// Wire codes beside the domain's: the writer has stopped or is not ready
+// (retry elsewhere shortly), the command ran out of time (it may have been
+// recorded), or an internal error (logged on the writer).
+const (
+	wireUnavailable domain.Code = "unavailable"
+	wireTimeout     domain.Code = "timeout"
+)
+
+// encodeResult puts a writer's answer on the wire.
+func encodeResult(res settlement.Result, err error, lastSeq uint64) ([]byte, error) {
+	out := wireResult{Seqs: res.Seqs, Replay: res.Replay, LastSeq: lastSeq}
+	for _, e := range res.Events {
+		p, err := json.Marshal(e)
+		if err != nil {
+			return nil, fmt.Errorf("encode %s: %w", e.EventType(), err)
+		}
+		out.Events = append(out.Events, wireEvent{Type: e.EventType(), Payload: p})
+	}
+	var de *domain.Error
+	switch {
+	case err == nil:
+	case errors.As(err, &de):
+		out.Error = &wireError{Code: de.Code, Message: de.Message}
+	case errors.Is(err, settlement.ErrStopped), errors.Is(err, api.ErrNotReady):
+		out.Error = &wireError{Code: wireUnavailable, Message: err.Error()}
+	case errors.Is(err, context.DeadlineExceeded):
+		out.Error = &wireError{Code: wireTimeout, Message: err.Error()}
+	default:
+		out.Error = &wireError{Code: domain.CodeInternal, Message: "internal error"}
+	}
+	return json.Marshal(out)
+}
+
+// decodeResult reads the writer's answer back into what Execute returns.
+func decodeResult(data []byte) (settlement.Result, uint64, error) {
+	var w wireResult
+	if err := json.Unmarshal(data, &w); err != nil {
+		return settlement.Result{}, 0, fmt.Errorf("decode the writer's answer: %w", err)
+	}
+	if e := w.Error; e != nil {
+		switch e.Code {
+		case wireUnavailable:
+			return settlement.Result{}, w.LastSeq, fmt.Errorf("%w: the writer: %s", api.ErrNotReady, e.Message)
+		case wireTimeout:
+			return settlement.Result{}, w.LastSeq, fmt.Errorf("the writer: %s: %w", e.Message, context.DeadlineExceeded)
+		case domain.CodeInternal:
+			return settlement.Result{}, w.LastSeq, errors.New("the writer failed on the command (see its log)")
+		}
+		return settlement.Result{}, w.LastSeq, &domain.Error{Code: e.Code, Message: e.Message}
+	}
+	res := settlement.Result{Seqs: w.Seqs, Replay: w.Replay}
+	for _, e := range w.Events {
+		ev, err := domain.DecodeEvent(e.Type, e.Payload)
+		if err != nil {
+			return settlement.Result{}, 0, fmt.Errorf("decode the writer's answer: %w", err)
+		}
+		res.Events = append(res.Events, ev)
+	}
+	return res, w.LastSeq, nil
+}
+
+// Forwarder executes commands on whichever node holds the writer's lease,
+// by NATS request/reply. It implements api.Writer.
+type Forwarder struct {
+	nc      *nats.Conn
+	subject string
+	// lastSeq is the highest writer sequence seen in an answer.
+	lastSeq atomic.Uint64
+}
+
+// NewForwarder forwards the commands of chain over nc.
+func NewForwarder(nc *nats.Conn, chain string) *Forwarder {
+	return &Forwarder{nc: nc, subject: ExecuteSubject(chain)}
+}
+
+// Execute implements api.Writer: the command goes to the writer with its
+// client key inside, so a retry after a takeover is answered exactly once.
+// Errors: *domain.Error for a refusal; ErrNoWriter when no writer answers
+// the subject (nothing recorded); api.ErrNotReady when the writer could not
+// take it or the request could not be sent; context.DeadlineExceeded when
+// no answer came in time (the command may have been recorded: retry with
+// its key).
+func (f *Forwarder) Execute(ctx context.Context, cmd domain.Command) (settlement.Result, error) {
+	data, err := domain.EncodeCommand(cmd)
+	if err != nil {
+		return settlement.Result{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, ForwardWaitMax)
+	defer cancel()
+	msg, err := f.nc.RequestWithContext(ctx, f.subject, data)
+	switch {
+	case errors.Is(err, nats.ErrNoResponders):
+		return settlement.Result{}, ErrNoWriter
+	case ctx.Err() != nil:
+		return settlement.Result{}, fmt.Errorf("forward to the writer: %w", ctx.Err())
+	case err != nil:
+		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: %v", api.ErrNotReady, err)
+	}
+	res, last, err := decodeResult(msg.Data)
+	f.see(last)
+	return res, err
+}
+
+// see raises lastSeq to seq.
+func (f *Forwarder) see(seq uint64) {
+	for {
+		cur := f.lastSeq.Load()
+		if seq <= cur || f.lastSeq.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
+}
+
+// LastSeq implements api.Writer: the writer's last durable sequence as its
+// latest answer told.
+func (f *Forwarder) LastSeq() uint64 { return f.lastSeq.Load() }
+
+// Serve answers the commands forwarded to chain's execute subject with w,
+// each bounded by ForwardWaitMax, until the returned service is stopped.
+// The writer node serves it only while it holds the lease.
+func Serve(nc *nats.Conn, chain string, w api.Writer, log *slog.Logger) (micro.Service, error) {
+	svc, err := micro.AddService(nc, micro.Config{Name: ServiceName, Version: "1.0.0",
+		Description: "Tresor's writer: executes the commands of chain " + chain})
+	if err != nil {
+		return nil, fmt.Errorf("serve %s: %w", ExecuteSubject(chain), err)
+	}
+	// Handlers of one subscription run one at a time: each command runs in
+	// its own goroutine, so that the writer group-commits forwarded
+	// commands as it does local ones.
+	slots := make(chan struct{}, forwardInFlightMax)
+	handler := micro.HandlerFunc(func(req micro.Request) {
+		slots <- struct{}{}
+		go func() {
+			defer func() { <-slots }()
+			respond(req, w, log)
+		}()
+	})
+	if err := svc.AddEndpoint("execute", handler, micro.WithEndpointSubject(ExecuteSubject(chain))); err != nil {
+		svc.Stop()
+		return nil, fmt.Errorf("serve %s: %w", ExecuteSubject(chain), err)
+	}
+	return svc, nil
+}
+
+// respond executes one forwarded command and answers it.
+func respond(req micro.Request, w api.Writer, log *slog.Logger) {
+	cmd, err := domain.DecodeCommand(req.Data())
+	var res settlement.Result
+	if err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), ForwardWaitMax)
+		res, err = w.Execute(ctx, cmd)
+		cancel()
+	}
+	if err != nil && domain.CodeOf(err) == domain.CodeInternal && !errors.Is(err, settlement.ErrStopped) && !errors.Is(err, api.ErrNotReady) {
+		log.Error("forwarded command failed", "err", err)
+	}
+	data, err := encodeResult(res, err, w.LastSeq())
+	if err != nil {
+		log.Error("encode a forwarded command's answer", "err", err)
+		req.Error("500", "internal error", nil)
+		return
+	}
+	if err := req.Respond(data); err != nil {
+		log.Warn("answer a forwarded command", "err", err)
+	}
+}

@@ -1,0 +1,102 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/settlement"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// writerAndForwarder opens a writer serving the execute subject on an
+// embedded server, and a forwarder on another connection.
+func writerAndForwarder(tb testing.TB) (*settlement.Writer, *Forwarder, micro.Service) {
+	tb.Helper()
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: tb.TempDir(), ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.Shutdown)
+	store := openStore(tb, srv.ClientURL(), 1)
+	w := openWriter(tb, store)
+	svc, err := Serve(store.Conn(), "s0", w, slog.Default())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	other := openStore(tb, srv.ClientURL(), 1)
+	return w, NewForwarder(other.Conn(), "s0"), svc
+}
+
+// TestForwarder: a command sent through the forwarder is executed by the
+// writer that serves the subject and answered as the writer answered it: a
+// result, the first result for a retried key, a refusal with its code. With
+// nobody serving, the forwarder answers ErrNoWriter at once.
+func TestForwarder(t *testing.T) {
+	w, f, svc := writerAndForwarder(t)
+	ctx := eventstoretest.Ctx(t, 30*time.Second)
+
+	res, err := deposit(ctx, f, "p1", 5000, "k1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dep, ok := res.Events[0].(*domain.FundsDeposited)
+	if !ok || dep.Amount != 5000 || dep.Balance != 5000 || len(res.Seqs) != 1 || res.Seqs[0] != w.LastSeq() {
+		t.Fatalf("forwarded deposit: %+v, want a FundsDeposited of 50.00 at the writer's last sequence %d", res, w.LastSeq())
+	}
+	if f.LastSeq() != w.LastSeq() {
+		t.Fatalf("forwarder's last sequence %d, writer's %d", f.LastSeq(), w.LastSeq())
+	}
+	again, err := f.Execute(ctx, domain.Deposit{Player: "p1", Amount: 5000, Key: "k1", By: operator})
+	if err != nil || again.Replay == nil || again.Replay.Balance != 5000 || len(again.Events) != 0 {
+		t.Fatalf("retry of k1: %+v, %v; want the first result replayed", again, err)
+	}
+	_, err = f.Execute(ctx, domain.Withdraw{Player: "p1", Amount: 9000, Key: "w1", By: operator})
+	if !errors.Is(err, domain.ErrInsufficientFunds) {
+		t.Fatalf("withdrawal over the balance: %v, want insufficient_funds", err)
+	}
+	if _, err := f.Execute(ctx, domain.CloseBlock{Block: "B1", Seed: domain.Seed{1}}); !errors.Is(err, domain.ErrInvalidRequest) {
+		t.Fatalf("a command carrying a seed: %v, want invalid_request before sending", err)
+	}
+
+	svc.Stop()
+	start := time.Now()
+	_, err = f.Execute(ctx, domain.Deposit{Player: "p1", Amount: 100, Key: "k2", By: operator})
+	if !errors.Is(err, ErrNoWriter) {
+		t.Fatalf("with no writer serving: %v, want ErrNoWriter", err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("ErrNoWriter took %s, want at once", d)
+	}
+}
+
+// BenchmarkDeposit compares a deposit executed on the writer with one
+// forwarded to it over NATS request/reply: the difference is forwarding's
+// cost per command. Sequential, so each figure is a latency.
+func BenchmarkDeposit(b *testing.B) {
+	w, f, _ := writerAndForwarder(b)
+	ctx := context.Background()
+	if _, err := deposit(ctx, w, "p1", 1, "setup"); err != nil {
+		b.Fatal(err)
+	}
+	for _, side := range []struct {
+		name string
+		w    interface {
+			Execute(context.Context, domain.Command) (settlement.Result, error)
+		}
+	}{{"local", w}, {"forwarded", f}} {
+		b.Run(side.name, func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				if _, err := side.w.Execute(ctx, domain.Deposit{Player: "p1", Amount: 1, Key: fmt.Sprint(side.name, i), By: operator}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

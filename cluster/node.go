@@ -1,0 +1,400 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/settlement"
+	"github.com/nats-io/nats.go/micro"
+)
+
+// Role is what a node does for its chain.
+type Role string
+
+// Roles: the writer holds the lease and decides; a standby follows the
+// stream and forwards commands to the writer.
+const (
+	RoleStandby Role = "standby"
+	RoleWriter  Role = "writer"
+)
+
+// retryPause is how long a node waits before trying again after a failed
+// open or a lost watch.
+const retryPause = 250 * time.Millisecond
+
+// NodeConfig configures a Node.
+type NodeConfig struct {
+	// Store is the event store on the NATS cluster; the node's lease,
+	// forwarding and micro service use its connection.
+	Store *eventstore.NATSStore
+	// Lease is this node's handle on the chain's writer lease.
+	Lease *eventstore.Lease
+	// Writer configures the settlement writer the node opens when it takes
+	// the lease (Start is set by the node).
+	Writer settlement.Config
+	// Committer configures the writer's group commit.
+	Committer eventstore.CommitterConfig
+	Logger    *slog.Logger
+}
+
+// Status is a node's place in the cluster, for health and metrics.
+type Status struct {
+	Role Role `json:"role"`
+	// Holder and Term are the lease as this node last saw it.
+	Holder string `json:"lease_holder"`
+	Term   uint64 `json:"term"`
+	// FollowerSeq is where the standby's state is; StandbyLag how many
+	// sequences it is behind the stream's head as last read (0 on the
+	// writer, whose state is the head).
+	FollowerSeq uint64 `json:"follower_seq"`
+	StandbyLag  uint64 `json:"standby_lag"`
+	// Takeovers counts the times this node became the writer.
+	Takeovers uint64 `json:"takeovers"`
+}
+
+// Node is one tresor serve process on a NATS cluster: a standby that keeps
+// a ledger current by following the stream and forwards commands to the
+// writer, until it wins the lease; then the writer, serving commands
+// locally and, through a micro service, for every other node; back to
+// standby when it loses the lease or its writer is fenced. It implements
+// api.Writer.
+type Node struct {
+	cfg NodeConfig
+	fwd *Forwarder
+
+	mu        sync.Mutex
+	writer    *settlement.Writer
+	follower  *follower
+	lease     eventstore.LeaseInfo
+	head      uint64
+	takeovers uint64
+}
+
+// NewNode returns a node; Run makes it take part.
+func NewNode(cfg NodeConfig) (*Node, error) {
+	if cfg.Store == nil || cfg.Lease == nil {
+		return nil, errors.New("cluster node: no store or lease")
+	}
+	if err := cfg.Writer.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Node{cfg: cfg, fwd: NewForwarder(cfg.Store.Conn(), settlement.Chain)}, nil
+}
+
+// Execute implements api.Writer: locally on the writer, forwarded to it
+// anywhere else. Errors as settlement.Writer.Execute and Forwarder.Execute.
+func (n *Node) Execute(ctx context.Context, cmd domain.Command) (settlement.Result, error) {
+	if w := n.localWriter(); w != nil {
+		return w.Execute(ctx, cmd)
+	}
+	return n.fwd.Execute(ctx, cmd)
+}
+
+// LastSeq implements api.Writer: the writer's last durable sequence, or on
+// a standby the furthest it knows durable (its state, the writer's last
+// answer).
+func (n *Node) LastSeq() uint64 {
+	if w := n.localWriter(); w != nil {
+		return w.LastSeq()
+	}
+	n.mu.Lock()
+	f := n.follower
+	n.mu.Unlock()
+	seq := n.fwd.LastSeq()
+	if f != nil {
+		seq = max(seq, f.position())
+	}
+	return seq
+}
+
+// Ready reports whether the node can take commands now: it is the writer,
+// or a writer holds the lease.
+func (n *Node) Ready() bool {
+	s := n.Status()
+	return s.Role == RoleWriter || s.Holder != ""
+}
+
+// Err says why the node cannot take commands now (ErrNoWriter while
+// nobody holds the lease), nil when it can.
+func (n *Node) Err() error {
+	if !n.Ready() {
+		return ErrNoWriter
+	}
+	return nil
+}
+
+// Status returns the node's role, the lease and the standby's lag; no I/O.
+func (n *Node) Status() Status {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	s := Status{Role: RoleStandby, Holder: n.lease.Holder, Term: n.lease.Term, Takeovers: n.takeovers}
+	if n.writer != nil {
+		s.Role = RoleWriter
+		s.FollowerSeq = n.writer.LastSeq()
+		return s
+	}
+	if n.follower != nil {
+		s.FollowerSeq = n.follower.position()
+	}
+	if n.head > s.FollowerSeq {
+		s.StandbyLag = n.head - s.FollowerSeq
+	}
+	return s
+}
+
+func (n *Node) localWriter() *settlement.Writer {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.writer
+}
+
+// Run takes part in the cluster until ctx ends: standby, writer when it
+// wins the lease, standby again when it loses it. On return (ctx ended) a
+// writer has committed what it was given, written its closing seal and
+// released the lease, so that a standby takes over at once.
+func (n *Node) Run(ctx context.Context) error {
+	n.mu.Lock()
+	n.follower = startFollower(&n.cfg.Writer, n.cfg.Store, n.cfg.Logger)
+	n.mu.Unlock()
+	defer func() {
+		n.mu.Lock()
+		f := n.follower
+		n.follower = nil
+		n.mu.Unlock()
+		f.stop()
+	}()
+	ttl := n.cfg.Lease.TTL()
+	tick := time.NewTicker(ttl / 2)
+	defer tick.Stop()
+	var watch <-chan eventstore.LeaseInfo
+	for {
+		if watch == nil {
+			w, err := n.cfg.Lease.Watch(ctx)
+			if err != nil && ctx.Err() == nil {
+				n.cfg.Logger.Warn("watch the writer lease", "err", err)
+			}
+			watch = w
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case info, ok := <-watch:
+			if !ok {
+				watch = nil
+				continue
+			}
+			n.setLease(info)
+			if info.Holder != "" {
+				continue
+			}
+		case <-tick.C:
+			// The watch tells of releases and expiries at once; the tick
+			// catches what a lost watch missed, and reads the head for
+			// the standby's lag.
+			n.readHead(ctx)
+		}
+		term, err := n.cfg.Lease.Acquire(ctx)
+		if err != nil {
+			if !errors.Is(err, eventstore.ErrLeaseHeld) && ctx.Err() == nil {
+				n.cfg.Logger.Warn("acquire the writer lease", "err", err)
+			}
+			continue
+		}
+		n.lead(ctx, term)
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+func (n *Node) setLease(info eventstore.LeaseInfo) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.lease = info
+}
+
+// readHead reads the stream's head, for the standby's lag.
+func (n *Node) readHead(ctx context.Context) {
+	head, err := n.cfg.Store.LastSequence(ctx)
+	if err != nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.head = head
+}
+
+// lead is the node's time as the writer, from the lease won with term
+// until it is lost or ctx ends. A writer whose append failed while it still
+// holds the lease (outcome unknown: a NATS node or the stream's leader was
+// lost) reopens: the new writer's replay reads what landed, and the hash
+// chain tells whether the batch did.
+func (n *Node) lead(ctx context.Context, term uint64) {
+	log := n.cfg.Logger.With("term", term)
+	won := time.Now()
+	n.mu.Lock()
+	n.takeovers++
+	n.lease = eventstore.LeaseInfo{Holder: n.cfg.Lease.Holder(), Term: term}
+	n.mu.Unlock()
+	lctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	lost := make(chan error, 1)
+	go n.renew(lctx, lost)
+	for {
+		w, elog, err := n.openWriter(lctx)
+		if err != nil {
+			if lctx.Err() != nil || errors.Is(err, eventstore.ErrFenced) || !n.cfg.Lease.Valid() {
+				log.Error("could not open the writer; stepping down", "err", err)
+				n.stepDown(ctx, nil, nil, nil, err)
+				return
+			}
+			log.Warn("could not open the writer; trying again", "err", err)
+			sleep(lctx, retryPause)
+			continue
+		}
+		svc, err := Serve(n.cfg.Store.Conn(), settlement.Chain, w, n.cfg.Logger)
+		if err != nil {
+			log.Error("could not serve forwarded commands; stepping down", "err", err)
+			n.stepDown(ctx, w, elog, nil, err)
+			return
+		}
+		n.mu.Lock()
+		n.writer = w
+		n.mu.Unlock()
+		log.Info("writer ready", "seq", w.LastSeq(), "after", time.Since(won).Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+			n.stepDown(ctx, w, elog, svc, nil)
+			return
+		case err := <-lost:
+			log.Error("writer lease lost; stepping down to standby", "err", err)
+			n.stepDown(ctx, w, elog, svc, err)
+			return
+		case <-w.Done():
+			if errors.Is(w.Err(), eventstore.ErrFenced) || !n.cfg.Lease.Valid() {
+				log.Error("writer fenced; stepping down to standby", "err", w.Err())
+				n.stepDown(ctx, w, elog, svc, w.Err())
+				return
+			}
+			log.Warn("writer stopped on an append; reopening it from the stream", "err", w.Err())
+			n.closeWriter(w, elog, svc, nil)
+		}
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// renew renews the lease well inside its TTL until ctx ends, and reports on
+// lost when it is lost: taken over (a failed compare-and-set) or not
+// renewed in time (Valid keeps a margin, so the writer stops before the
+// server lets another node acquire).
+func (n *Node) renew(ctx context.Context, lost chan<- error) {
+	t := time.NewTicker(n.cfg.Lease.TTL() / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := n.cfg.Lease.Renew(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		if errors.Is(err, eventstore.ErrLeaseLost) || !n.cfg.Lease.Valid() {
+			if err == nil {
+				err = eventstore.ErrLeaseLost
+			}
+			lost <- err
+			return
+		}
+		if err != nil {
+			n.cfg.Logger.Warn("renew the writer lease; retrying", "err", err)
+		}
+	}
+}
+
+// openWriter opens the writer from the follower's ledger (replaying only
+// the tail past it) and starts a fresh follower for the next takeover or
+// reopen.
+func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.EventLog, error) {
+	n.mu.Lock()
+	f := n.follower
+	n.follower = startFollower(&n.cfg.Writer, n.cfg.Store, n.cfg.Logger)
+	n.mu.Unlock()
+	cfg := n.cfg.Writer
+	cfg.Start = f.take()
+	ccfg := n.cfg.Committer
+	ccfg.MaySend = n.leaseValid
+	elog, err := settlement.OpenEventLog(ctx, n.cfg.Store, ccfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	w, err := settlement.Open(ctx, elog, cfg)
+	if err != nil {
+		elog.Close()
+		return nil, nil, err
+	}
+	return w, elog, nil
+}
+
+// leaseValid is the committer's check before each batch: the lease is
+// surely still this node's.
+func (n *Node) leaseValid() error {
+	if !n.cfg.Lease.Valid() {
+		return fmt.Errorf("%w: not renewed in time", eventstore.ErrLeaseLost)
+	}
+	return nil
+}
+
+// stepDown stops being the writer. lost is why (nil for a graceful stop):
+// a writer that lost the lease aborts its appends first, so that nothing of
+// its lands after another node took over, and writes no closing seal; a
+// graceful stop commits what it was given, seals, and releases the lease
+// at once.
+func (n *Node) stepDown(ctx context.Context, w *settlement.Writer, elog *settlement.EventLog, svc micro.Service, lost error) {
+	n.closeWriter(w, elog, svc, lost)
+	if lost == nil || !errors.Is(lost, eventstore.ErrLeaseLost) {
+		if err := n.cfg.Lease.Release(context.WithoutCancel(ctx)); err != nil {
+			n.cfg.Logger.Warn("release the writer lease", "err", err)
+		}
+	}
+	n.mu.Lock()
+	n.lease = eventstore.LeaseInfo{}
+	n.mu.Unlock()
+}
+
+// closeWriter stops serving and closes the writer and its log; with lost
+// set, the log is aborted first.
+func (n *Node) closeWriter(w *settlement.Writer, elog *settlement.EventLog, svc micro.Service, lost error) {
+	n.mu.Lock()
+	n.writer = nil
+	n.mu.Unlock()
+	if svc != nil {
+		svc.Stop()
+	}
+	if elog != nil && lost != nil {
+		elog.Abort(fmt.Errorf("%w: %w", settlement.ErrStopped, lost))
+	}
+	if w != nil {
+		w.Close()
+	}
+	if elog != nil {
+		elog.Close()
+	}
+}

@@ -1,0 +1,148 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/nats-io/nats.go"
+)
+
+// testNode is a Node running on its own connection to a cluster.
+type testNode struct {
+	*Node
+	store *eventstore.NATSStore
+	stop  context.CancelFunc
+	done  chan struct{} // closed when Run has returned
+}
+
+// startNode runs a node named name on cluster c, stopped at cleanup.
+func startNode(tb testing.TB, c *eventstoretest.Cluster, name string) *testNode {
+	tb.Helper()
+	store := openStore(tb, c.URLs(), 3, nats.ReconnectBufSize(-1))
+	lease, err := eventstore.OpenLease(eventstoretest.Ctx(tb, 30*time.Second), store.Conn(), "s0",
+		eventstore.LeaseConfig{Holder: name, Replicas: 3})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	n, err := NewNode(NodeConfig{Store: store, Lease: lease, Writer: writerConfig(tb),
+		Committer: eventstore.CommitterConfig{SealKey: testSealKey}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	tn := &testNode{Node: n, store: store, stop: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(tn.done)
+		if err := n.Run(ctx); err != nil {
+			tb.Errorf("node %s: %v", name, err)
+		}
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		<-tn.done
+	})
+	return tn
+}
+
+// waitRole waits until n has role r.
+func waitRole(tb testing.TB, n *testNode, r Role, within time.Duration) {
+	tb.Helper()
+	eventstoretest.Eventually(tb, within, func() error {
+		if s := n.Status(); s.Role != r {
+			return fmt.Errorf("role %s, want %s", s.Role, r)
+		}
+		return nil
+	})
+}
+
+// firstSuccess deposits through n until a deposit is acknowledged and
+// returns how long it took and how many attempts failed.
+func firstSuccess(tb testing.TB, n *testNode, key string, within time.Duration) (time.Duration, int) {
+	tb.Helper()
+	start := time.Now()
+	failed := 0
+	for time.Since(start) < within {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		_, err := deposit(ctx, n, "p1", 100, key)
+		cancel()
+		if err == nil {
+			return time.Since(start), failed
+		}
+		failed++
+		time.Sleep(20 * time.Millisecond) // a client's pause between retries
+	}
+	tb.Fatalf("no deposit acknowledged through the standby within %s", within)
+	return 0, 0
+}
+
+// TestNodeTakeover: the first node becomes the writer, the second stays a
+// standby that forwards; a graceful stop of the writer hands the lease over
+// at once, and when the new writer then loses NATS, the other takes over
+// after the TTL. Every acknowledged deposit is in the balance.
+func TestNodeTakeover(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	c := eventstoretest.StartCluster(t)
+	a := startNode(t, c, "a")
+	waitRole(t, a, RoleWriter, 20*time.Second)
+	b := startNode(t, c, "b")
+	ctx := eventstoretest.Ctx(t, 2*time.Minute)
+	acked := 0
+	for i := range 5 {
+		if _, err := deposit(ctx, b, "p1", 100, fmt.Sprintf("fwd-%d", i)); err != nil {
+			t.Fatalf("deposit through the standby: %v", err)
+		}
+		acked++
+	}
+	if s := b.Status(); s.Role != RoleStandby || s.Holder != "a" || s.Term == 0 {
+		t.Fatalf("standby's status %+v, want standby with holder a", s)
+	}
+
+	// Graceful stop: the lease is released at once.
+	stopped := time.Now()
+	a.stop()
+	<-a.done
+	took, failed := firstSuccess(t, b, "after-stop", 10*time.Second)
+	acked++
+	t.Logf("graceful handover: first command acknowledged by the new writer %s after the stop returned, %s after it began (%d failed attempts)", took, time.Since(stopped), failed)
+	if took > 2*time.Second {
+		t.Errorf("graceful handover took %s, want well under the TTL", took)
+	}
+	waitRole(t, b, RoleWriter, time.Second)
+
+	// The writer loses NATS: another node takes over once the lease
+	// expires, and the old writer steps down.
+	d := startNode(t, c, "d")
+	waitRole(t, d, RoleStandby, 5*time.Second)
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		if d.Status().FollowerSeq < b.LastSeq() {
+			return errors.New("standby behind")
+		}
+		return nil
+	})
+	b.store.Conn().Close()
+	took, failed = firstSuccess(t, d, "after-cut", 15*time.Second)
+	acked++
+	t.Logf("writer cut off from NATS: first command acknowledged by the new writer %s after the cut (%d failed attempts)", took, failed)
+	if took > 5*time.Second {
+		t.Errorf("takeover after a lost writer took %s, want about the TTL (2s)", took)
+	}
+	waitRole(t, b, RoleStandby, 5*time.Second)
+
+	// Every acknowledged deposit is there, once.
+	res, err := deposit(ctx, d, "p1", 100, "last")
+	if err != nil {
+		t.Fatal(err)
+	}
+	acked++
+	if bal := res.Events[0].(*domain.FundsDeposited).Balance; bal != domain.Amount(acked*100) {
+		t.Fatalf("balance %s after %d acknowledged deposits of 1.00", bal, acked)
+	}
+}

@@ -1,0 +1,140 @@
+package eventstore_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+)
+
+// openLeases opens one lease handle per holder on a fresh embedded server.
+func openLeases(tb testing.TB, holders ...string) []*eventstore.Lease {
+	tb.Helper()
+	srv := runEmbedded(tb, tb.TempDir())
+	var out []*eventstore.Lease
+	for _, h := range holders {
+		nc, err := srv.Conn()
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(nc.Close)
+		l, err := eventstore.OpenLease(eventstoretest.Ctx(tb, 10*time.Second), nc, "s0", eventstore.LeaseConfig{Holder: h, TTL: time.Second})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, l)
+	}
+	return out
+}
+
+// TestLeaseAcquireRenewRelease: one holder at a time; renewals keep the
+// term; a release lets the other acquire at once with a larger term.
+func TestLeaseAcquireRenewRelease(t *testing.T) {
+	ls := openLeases(t, "a", "b")
+	a, b := ls[0], ls[1]
+	ctx := eventstoretest.Ctx(t, 20*time.Second)
+	term, err := a.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Acquire(ctx); !errors.Is(err, eventstore.ErrLeaseHeld) {
+		t.Fatalf("second acquire: got %v, want ErrLeaseHeld", err)
+	}
+	// Renewals well inside the TTL keep it past several TTLs.
+	for range 6 {
+		time.Sleep(300 * time.Millisecond) // the renewal period under test, not a wait for a condition
+		if err := a.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !a.Valid() || a.Term() != term {
+		t.Fatalf("after renewals: valid %v term %d, want true %d", a.Valid(), a.Term(), term)
+	}
+	info, err := b.Info(ctx)
+	if err != nil || info != (eventstore.LeaseInfo{Holder: "a", Term: term}) {
+		t.Fatalf("info: %+v, %v; want holder a term %d", info, err, term)
+	}
+	if _, err := b.Acquire(ctx); !errors.Is(err, eventstore.ErrLeaseHeld) {
+		t.Fatalf("acquire of a renewed lease: got %v, want ErrLeaseHeld", err)
+	}
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	term2, err := b.Acquire(ctx)
+	if err != nil {
+		t.Fatalf("acquire after release: %v", err)
+	}
+	if term2 <= term {
+		t.Fatalf("term after takeover %d, want more than %d", term2, term)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, eventstore.ErrLeaseLost) {
+		t.Fatalf("renew after release: got %v, want ErrLeaseLost", err)
+	}
+}
+
+// TestLeaseExpiresAndWatchTells: a lease not renewed expires after its TTL,
+// the other node's watch sees it free, and the old holder's renewal then
+// fails (compare-and-set on its revision) instead of taking it back.
+func TestLeaseExpiresAndWatchTells(t *testing.T) {
+	ls := openLeases(t, "a", "b")
+	a, b := ls[0], ls[1]
+	ctx := eventstoretest.Ctx(t, 20*time.Second)
+	watch, err := b.Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	acquired := time.Now()
+	sawHolder := false
+	for info := range watch {
+		if info.Holder == "a" {
+			sawHolder = true
+		}
+		if info.Holder == "" && sawHolder {
+			break
+		}
+	}
+	expired := time.Since(acquired)
+	if expired < time.Second || expired > 4*time.Second {
+		t.Fatalf("watch saw the lease free %s after acquisition, want between the TTL (1s) and 4s", expired)
+	}
+	if a.Valid() {
+		t.Fatal("a lease past its TTL is still valid")
+	}
+	if _, err := b.Acquire(ctx); err != nil {
+		t.Fatalf("acquire an expired lease: %v", err)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, eventstore.ErrLeaseLost) {
+		t.Fatalf("renew of an expired lease taken by b: got %v, want ErrLeaseLost", err)
+	}
+	info, err := a.Info(ctx)
+	if err != nil || info.Holder != "b" {
+		t.Fatalf("holder after the failed renewal: %+v, %v; want b", info, err)
+	}
+}
+
+// TestLeaseReleaseKeepsOthers: releasing a lease already taken by another
+// node leaves that node's lease alone.
+func TestLeaseReleaseKeepsOthers(t *testing.T) {
+	ls := openLeases(t, "a", "b")
+	a, b := ls[0], ls[1]
+	ctx := eventstoretest.Ctx(t, 20*time.Second)
+	if _, err := a.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventstoretest.Eventually(t, 5*time.Second, func() error {
+		_, err := b.Acquire(ctx)
+		return err
+	})
+	if err := a.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := b.Info(ctx); err != nil || info.Holder != "b" {
+		t.Fatalf("after a stale release: %+v, %v; want b to hold", info, err)
+	}
+}
