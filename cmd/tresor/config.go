@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -51,7 +52,15 @@ type Config struct {
 	// SettingsFile is the jurisdiction's settings (limits, exclusions) the
 	// writer decides under; empty for the embedded default.
 	SettingsFile string
+	// PipelineDepth bounds the committer's atomic batches in flight
+	// (eventstore.CommitterConfig.PipelineDepth; 1 waits for each).
+	PipelineDepth int
 }
+
+// writerPipelineDepth is --pipeline-depth's default: the depth measured
+// best on a whole block (docs/performance.md). The writer's chain is the
+// only one on its stream, which depth > 1 requires.
+const writerPipelineDepth = 4
 
 // env names the environment variable of each setting.
 var env = map[string]string{
@@ -59,6 +68,7 @@ var env = map[string]string{
 	"master-key-file": "TRESOR_MASTER_KEY_FILE", "seal-key-file": "TRESOR_SEAL_KEY_FILE",
 	"sync-interval": "TRESOR_SYNC_INTERVAL", "replicas": "TRESOR_REPLICAS", "abandon-after": "TRESOR_ABANDON_AFTER",
 	"token-key-file": "TRESOR_TOKEN_KEY_FILE", "settings": "TRESOR_SETTINGS",
+	"pipeline-depth": "TRESOR_PIPELINE_DEPTH",
 }
 
 // envOr returns the environment variable of a flag, or def. Only redaction
@@ -173,7 +183,9 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	f.StringVar(&c.MasterKeyFile, "master-key-file", "", "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
 	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
 	f.DurationVar(&c.AbandonAfter, "abandon-after", 10*time.Minute, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
-	withEnv(f, "master-key-file", "seal-key-file", "abandon-after")
+	f.IntVar(&c.PipelineDepth, "pipeline-depth", writerPipelineDepth,
+		fmt.Sprintf("atomic batches in flight at once, each fenced on where the previous one ends; 1 waits for each (1..%d) ($TRESOR_PIPELINE_DEPTH)", eventstore.PipelineDepthMax))
+	withEnv(f, "master-key-file", "seal-key-file", "abandon-after", "pipeline-depth")
 	bindSettingsFlag(cmd, c)
 }
 
@@ -219,6 +231,9 @@ func (c *Config) settings() (*domain.SettingsDocument, error) {
 func (c *Config) Validate() error {
 	if err := c.validateStore(); err != nil {
 		return err
+	}
+	if c.PipelineDepth < 1 || c.PipelineDepth > eventstore.PipelineDepthMax {
+		return usagef("--pipeline-depth %d: want 1 to %d", c.PipelineDepth, eventstore.PipelineDepthMax)
 	}
 	if c.AbandonAfter < time.Second {
 		return usagef("--abandon-after %s: at least 1s", c.AbandonAfter)

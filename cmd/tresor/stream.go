@@ -122,7 +122,7 @@ func (s *stream) openWriter(ctx context.Context, cfg *Config) (*settlement.Write
 	if err != nil {
 		return nil, err
 	}
-	s.log, err = settlement.OpenEventLog(ctx, s.store, eventstore.CommitterConfig{SealKey: sealKey})
+	s.log, err = settlement.OpenEventLog(ctx, s.store, eventstore.CommitterConfig{SealKey: sealKey, PipelineDepth: cfg.PipelineDepth})
 	if err != nil {
 		return nil, err
 	}
