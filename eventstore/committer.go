@@ -151,6 +151,7 @@ type flight struct {
 	batchID string
 	reply   chan *nats.Msg // the server's answer to the commit
 	subject string         // where that answer comes
+	due     time.Time      // when to stop waiting for it
 	err     error          // not published: this error instead
 }
 
@@ -311,6 +312,7 @@ func (c *committer) send() {
 		c.sent.mu.Unlock()
 		sentRecs += uint64(len(b.recs))
 		if f.err == nil {
+			f.due = time.Now().Add(c.store.cfg.RequestTimeout)
 			f.batchID, f.err = c.store.publishBatch(c.chain, f.fence, b.recs, b.msgs, f.subject)
 		}
 		c.flights <- f
@@ -329,7 +331,7 @@ func (c *committer) await() {
 	var failed error
 	var ackedRecs uint64
 	for f := range c.flights {
-		seqs, err := c.outcome(f)
+		seqs, err := c.outcome(f, failed != nil)
 		switch {
 		case failed != nil && err != nil:
 			err = failed
@@ -358,16 +360,18 @@ func (c *committer) await() {
 	close(c.acks)
 }
 
-// outcome waits, bounded by the store's RequestTimeout, for the server's
-// answer to a published batch and interprets it.
-func (c *committer) outcome(f *flight) ([]uint64, error) {
+// outcome waits, until the store's RequestTimeout after its publication,
+// for the server's answer to a published batch and interprets it. Behind a
+// failed batch, a missing answer is not looked for on the stream: the
+// batch fails with the earlier one's error whatever became of it.
+func (c *committer) outcome(f *flight, behindFailure bool) ([]uint64, error) {
 	if f.reply == nil {
 		return nil, f.err
 	}
 	var ack *jetstreamext.BatchAck
 	err := f.err
 	if err == nil {
-		t := time.NewTimer(c.store.cfg.RequestTimeout)
+		t := time.NewTimer(time.Until(f.due))
 		select {
 		case m := <-f.reply:
 			ack, err = batchReply(m, f.batchID, len(f.b.recs))
@@ -379,6 +383,9 @@ func (c *committer) outcome(f *flight) ([]uint64, error) {
 	c.sent.mu.Lock()
 	delete(c.sent.waiting, f.subject)
 	c.sent.mu.Unlock()
+	if behindFailure && ack == nil {
+		return nil, err
+	}
 	return c.store.batchOutcome(context.Background(), c.chain, f.fence, f.b.recs, ack, err)
 }
 
