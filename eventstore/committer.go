@@ -138,10 +138,11 @@ type pending struct {
 
 // batch is a built, hashed batch on its way to the sender.
 type batch struct {
-	recs    []RecordedEvent
-	msgs    []*nats.Msg // recs encoded, built with them
-	members []*pending
-	sentAt  time.Time // when the loop handed it to the sender
+	recs     []RecordedEvent
+	msgs     []*nats.Msg // recs encoded, built with them
+	members  []*pending
+	openedAt time.Time // when its first event was added
+	sentAt   time.Time // when the loop handed it to the sender
 }
 
 // flight is a batch the sender published, on its way to the waiter.
@@ -440,7 +441,15 @@ func (c *committer) loop(head Head) {
 		var toSend chan *batch
 		var linger <-chan time.Time
 		if st.cur != nil && len(st.cur.recs) > 0 {
-			wait := min(c.cfg.LingerMax, st.lastCommit/2) - time.Since(st.freeAt)
+			// The linger runs from the last acknowledgement; with batches
+			// still in flight (depth > 1), from when this batch opened: it
+			// follows them once it holds what is expected or has waited its
+			// share, so that batches stay large when the server is busy.
+			start := st.freeAt
+			if st.inFlightN > 0 {
+				start = st.cur.openedAt
+			}
+			wait := min(c.cfg.LingerMax, st.lastCommit/2) - time.Since(start)
 			switch {
 			case st.inFlightN >= c.cfg.PipelineDepth: // the pipeline is full: wait for an acknowledgement
 			case st.next != nil || reqs == nil || len(st.cur.recs) >= st.expected || wait <= 0:
@@ -505,6 +514,12 @@ func (c *committer) loop(head Head) {
 	}
 }
 
+// newBatch opens an empty batch.
+func (c *committer) newBatch() *batch {
+	return &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax), msgs: make([]*nats.Msg, 0, c.cfg.BatchEventsMax),
+		openedAt: time.Now()}
+}
+
 // handedOver records that the current batch went to the sender.
 func (c *committer) handedOver(st *loopState) {
 	st.inFlightN++
@@ -524,7 +539,7 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 		return true
 	}
 	if st.cur == nil {
-		st.cur = &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax), msgs: make([]*nats.Msg, 0, c.cfg.BatchEventsMax)}
+		st.cur = c.newBatch()
 	}
 	p.recs = len(st.cur.recs)
 	c.record(st, p.req.Events)
@@ -605,7 +620,7 @@ func (c *committer) addSeal(st *loopState) {
 		c.fail(st, err)
 		return
 	}
-	st.cur = &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax), msgs: make([]*nats.Msg, 0, c.cfg.BatchEventsMax)}
+	st.cur = c.newBatch()
 	c.record(st, []Event{ev})
 	st.sealedAt = st.acked.ChainSeq
 	st.sealPos = st.tentative.ChainSeq
