@@ -44,7 +44,10 @@ type CommitterConfig struct {
 	// the chain being the only writer of its stream (Tresor's writer: one
 	// chain, one stream); another chain's appends on the same stream shift
 	// the sequences and stop the committer with ErrFenced, so a stream
-	// shared by chains takes depth 1.
+	// shared by chains takes depth 1. A replicated stream (Replicas > 1)
+	// refuses a batch fenced on a subject while the batch before it on that
+	// subject is still being replicated (nats-server 2.12's batch checks),
+	// so NewCommitter refuses depth > 1 on one (ErrInvalid).
 	PipelineDepth int
 	// SealKey signs Seal events; nil disables seals.
 	SealKey ed25519.PrivateKey
@@ -205,6 +208,10 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 	}
 	if s.cfg.ReadOnly {
 		return nil, fmt.Errorf("new committer for chain %s: %w", chain, ErrReadOnly)
+	}
+	if cfg.PipelineDepth > 1 && s.cfg.Replicas > 1 {
+		return nil, fmt.Errorf("new committer for chain %s: pipeline depth %d on a stream of %d replicas: %w",
+			chain, cfg.PipelineDepth, s.cfg.Replicas, ErrInvalid)
 	}
 	head, err := s.ChainHead(ctx, chain)
 	if err != nil {

@@ -57,9 +57,9 @@ type Config struct {
 	PipelineDepth int
 }
 
-// writerPipelineDepth is --pipeline-depth's default: the depth measured
-// best on a whole block (docs/performance.md). The writer's chain is the
-// only one on its stream, which depth > 1 requires.
+// writerPipelineDepth is --pipeline-depth's default on one replica: the
+// depth measured best on a whole block (docs/performance.md). The writer's
+// chain is the only one on its stream, which depth > 1 requires.
 const writerPipelineDepth = 4
 
 // env names the environment variable of each setting.
@@ -183,8 +183,8 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	f.StringVar(&c.MasterKeyFile, "master-key-file", "", "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
 	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
 	f.DurationVar(&c.AbandonAfter, "abandon-after", 10*time.Minute, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
-	f.IntVar(&c.PipelineDepth, "pipeline-depth", writerPipelineDepth,
-		fmt.Sprintf("atomic batches in flight at once, each fenced on where the previous one ends; 1 waits for each (1..%d) ($TRESOR_PIPELINE_DEPTH)", eventstore.PipelineDepthMax))
+	f.IntVar(&c.PipelineDepth, "pipeline-depth", 0,
+		fmt.Sprintf("atomic batches in flight at once, each fenced on where the previous one ends; 1 waits for each (1..%d; default %d with --replicas 1, else 1) ($TRESOR_PIPELINE_DEPTH)", eventstore.PipelineDepthMax, writerPipelineDepth))
 	withEnv(f, "master-key-file", "seal-key-file", "abandon-after", "pipeline-depth")
 	bindSettingsFlag(cmd, c)
 }
@@ -232,8 +232,15 @@ func (c *Config) Validate() error {
 	if err := c.validateStore(); err != nil {
 		return err
 	}
-	if c.PipelineDepth < 1 || c.PipelineDepth > eventstore.PipelineDepthMax {
+	switch {
+	case c.PipelineDepth == 0 && c.Replicas == 1:
+		c.PipelineDepth = writerPipelineDepth
+	case c.PipelineDepth == 0:
+		c.PipelineDepth = 1
+	case c.PipelineDepth < 1 || c.PipelineDepth > eventstore.PipelineDepthMax:
 		return usagef("--pipeline-depth %d: want 1 to %d", c.PipelineDepth, eventstore.PipelineDepthMax)
+	case c.PipelineDepth > 1 && c.Replicas > 1:
+		return usagef("--pipeline-depth %d: a replicated stream (--replicas %d) refuses a fenced batch while the one before is replicating: want 1", c.PipelineDepth, c.Replicas)
 	}
 	if c.AbandonAfter < time.Second {
 		return usagef("--abandon-after %s: at least 1s", c.AbandonAfter)
