@@ -141,11 +141,10 @@ type pending struct {
 
 // batch is a built, hashed batch on its way to the sender.
 type batch struct {
-	recs     []RecordedEvent
-	msgs     []*nats.Msg // recs encoded, built with them
-	members  []*pending
-	openedAt time.Time // when its first event was added
-	sentAt   time.Time // when the loop handed it to the sender
+	recs    []RecordedEvent
+	msgs    []*nats.Msg // recs encoded, built with them
+	members []*pending
+	sentAt  time.Time // when the loop handed it to the sender
 }
 
 // flight is a batch the sender published, on its way to the waiter.
@@ -448,18 +447,20 @@ func (c *committer) loop(head Head) {
 		var toSend chan *batch
 		var linger <-chan time.Time
 		if st.cur != nil && len(st.cur.recs) > 0 {
-			// The linger runs from the last acknowledgement; with batches
-			// still in flight (depth > 1), from when this batch opened: it
-			// follows them once it holds what is expected or has waited its
-			// share, so that batches stay large when the server is busy.
-			start := st.freeAt
-			if st.inFlightN > 0 {
-				start = st.cur.openedAt
-			}
-			wait := min(c.cfg.LingerMax, st.lastCommit/2) - time.Since(start)
+			wait := min(c.cfg.LingerMax, st.lastCommit/2) - time.Since(st.freeAt)
+			full := st.next != nil || len(st.cur.recs) >= c.cfg.BatchEventsMax
 			switch {
 			case st.inFlightN >= c.cfg.PipelineDepth: // the pipeline is full: wait for an acknowledgement
-			case st.next != nil || reqs == nil || len(st.cur.recs) >= st.expected || wait <= 0:
+			case full || reqs == nil:
+				toSend = c.toSend
+			case st.inFlightN > 0:
+				// Only a full batch follows those in flight: a partial one
+				// waits for an acknowledgement, as at depth 1, and gathers
+				// what arrives meanwhile. Sending it at once splits a busy
+				// server's load into small batches, each paying the
+				// server's per-batch cost (measured: 0.34 of the yardstick
+				// at depth 4 against 0.65 at depth 1).
+			case len(st.cur.recs) >= st.expected || wait <= 0:
 				toSend = c.toSend
 			default:
 				lingerT.Reset(wait)
@@ -523,8 +524,7 @@ func (c *committer) loop(head Head) {
 
 // newBatch opens an empty batch.
 func (c *committer) newBatch() *batch {
-	return &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax), msgs: make([]*nats.Msg, 0, c.cfg.BatchEventsMax),
-		openedAt: time.Now()}
+	return &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax), msgs: make([]*nats.Msg, 0, c.cfg.BatchEventsMax)}
 }
 
 // handedOver records that the current batch went to the sender.
