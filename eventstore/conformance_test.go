@@ -7,8 +7,7 @@ import (
 	"github.com/fdj/tresor/eventstore/eventstoretest"
 )
 
-// pipelinedDepth is the depth the pipelined runs use: the writer's default
-// (cmd/tresor --pipeline-depth).
+// pipelinedDepth is the depth the pipelined runs use.
 const pipelinedDepth = 4
 
 // TestConformanceEmbedded runs the suite with one batch in flight per

@@ -57,11 +57,6 @@ type Config struct {
 	PipelineDepth int
 }
 
-// writerPipelineDepth is --pipeline-depth's default on one replica: the
-// depth measured best on a whole block (docs/performance.md). The writer's
-// chain is the only one on its stream, which depth > 1 requires.
-const writerPipelineDepth = 4
-
 // env names the environment variable of each setting.
 var env = map[string]string{
 	"data": "TRESOR_DATA", "nats": "TRESOR_NATS_URL", "database-url": "TRESOR_DATABASE_URL", "http": "TRESOR_HTTP",
@@ -183,8 +178,10 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	f.StringVar(&c.MasterKeyFile, "master-key-file", "", "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
 	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
 	f.DurationVar(&c.AbandonAfter, "abandon-after", 10*time.Minute, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
-	f.IntVar(&c.PipelineDepth, "pipeline-depth", 0,
-		fmt.Sprintf("atomic batches in flight at once, each fenced on where the previous one ends; 1 waits for each (1..%d; default %d with --replicas 1, else 1) ($TRESOR_PIPELINE_DEPTH)", eventstore.PipelineDepthMax, writerPipelineDepth))
+	// Default 1: the depth measured best on a whole block
+	// (docs/performance.md, "Pipelined batches").
+	f.IntVar(&c.PipelineDepth, "pipeline-depth", 1,
+		fmt.Sprintf("atomic batches in flight at once, each fenced on where the previous one ends; 1 waits for each (1..%d; 1 on a replicated stream) ($TRESOR_PIPELINE_DEPTH)", eventstore.PipelineDepthMax))
 	withEnv(f, "master-key-file", "seal-key-file", "abandon-after", "pipeline-depth")
 	bindSettingsFlag(cmd, c)
 }
@@ -233,10 +230,6 @@ func (c *Config) Validate() error {
 		return err
 	}
 	switch {
-	case c.PipelineDepth == 0 && c.Replicas == 1:
-		c.PipelineDepth = writerPipelineDepth
-	case c.PipelineDepth == 0:
-		c.PipelineDepth = 1
 	case c.PipelineDepth < 1 || c.PipelineDepth > eventstore.PipelineDepthMax:
 		return usagef("--pipeline-depth %d: want 1 to %d", c.PipelineDepth, eventstore.PipelineDepthMax)
 	case c.PipelineDepth > 1 && c.Replicas > 1:
