@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -478,12 +479,11 @@ func (s *NATSStore) Append(ctx context.Context, chain string, req AppendRequest)
 
 // commitBatch publishes recs as one atomic batch fenced on the chain's
 // last sequence being fence, and returns their stream sequences. msgs are
-// the encoded recs when the caller encoded them ahead of time (the
-// committer does, while the previous batch commits); nil encodes them here.
+// the encoded recs when the caller encoded them ahead of time; nil encodes
+// them here.
 func (s *NATSStore) commitBatch(ctx context.Context, chain string, fence uint64, recs []RecordedEvent, msgs []*nats.Msg) ([]uint64, error) {
-	chainSubj := s.subj.chain(chain)
 	if s.cfg.ReadOnly {
-		return nil, fmt.Errorf("append batch to %s: %w", chainSubj, ErrReadOnly)
+		return nil, fmt.Errorf("append batch to %s: %w", s.subj.chain(chain), ErrReadOnly)
 	}
 	if msgs == nil {
 		msgs = make([]*nats.Msg, len(recs))
@@ -491,18 +491,76 @@ func (s *NATSStore) commitBatch(ctx context.Context, chain string, fence uint64,
 			msgs[i] = s.subj.encodeMsg(&recs[i])
 		}
 	}
-	// The fence: the chain's last sequence, checked by the server against
-	// the wildcard subject of the whole chain. Allowed on the first message
-	// of a batch only, which is where it goes. Nats-Msg-Id on the first
-	// message makes a replay of this very batch answer 10201.
+	s.fence(chain, fence, recs, msgs)
+	rctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	ack, err := jetstreamext.PublishMsgBatch(rctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
+	return s.batchOutcome(ctx, chain, fence, recs, ack, err)
+}
+
+// fence sets the batch's expectation: the chain's last sequence, checked
+// by the server against the wildcard subject of the whole chain. Allowed
+// on the first message of a batch only, which is where it goes.
+// Nats-Msg-Id on the first message makes a replay of this very batch
+// answer 10201.
+func (s *NATSStore) fence(chain string, fence uint64, recs []RecordedEvent, msgs []*nats.Msg) {
 	first := msgs[0].Header
 	first.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(fence, 10))
-	first.Set(jetstream.ExpectedLastSubjSeqSubjHeader, chainSubj)
+	first.Set(jetstream.ExpectedLastSubjSeqSubjHeader, s.subj.chain(chain))
 	first.Set(jetstream.MsgIDHeader, recs[0].ID)
+}
 
-	ctx, cancel := s.reqCtx(ctx)
-	defer cancel()
-	ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
+// publishBatch sends msgs (recs encoded, fenced on fence) as one atomic
+// batch without waiting: the server answers the commit on reply, and
+// batchReply reads that answer. The committer uses it to keep several
+// batches in flight; the messages go out in call order on one connection,
+// so the server sees the batches in that order.
+func (s *NATSStore) publishBatch(chain string, fence uint64, recs []RecordedEvent, msgs []*nats.Msg, reply string) (batchID string, err error) {
+	s.fence(chain, fence, recs, msgs)
+	batchID = nuid.Next()
+	for i, m := range msgs {
+		m.Header.Set(jetstreamext.BatchIDHeader, batchID)
+		m.Header.Set(jetstreamext.BatchSeqHeader, strconv.Itoa(i+1))
+		if i == len(msgs)-1 {
+			m.Header.Set(jetstreamext.BatchCommitHeader, "1")
+			m.Reply = reply
+		}
+		if err := s.nc.PublishMsg(m); err != nil {
+			return batchID, fmt.Errorf("publish batch message %d of %d: %w", i+1, len(msgs), err)
+		}
+	}
+	return batchID, nil
+}
+
+// batchReply reads the server's answer to a batch's commit, as
+// jetstreamext.PublishMsgBatch does: an acknowledgement of the whole batch
+// or the server's error.
+func batchReply(m *nats.Msg, batchID string, n int) (*jetstreamext.BatchAck, error) {
+	if m.Header.Get("Status") == "503" {
+		return nil, nats.ErrNoResponders
+	}
+	var r struct {
+		Error *jetstream.APIError `json:"error"`
+		jetstreamext.BatchAck
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return nil, fmt.Errorf("batch acknowledgement %q: %w", m.Data, err)
+	}
+	if r.Error != nil {
+		return nil, r.Error
+	}
+	if r.Stream == "" || r.BatchID != batchID || r.BatchSize != uint64(n) {
+		return nil, fmt.Errorf("batch acknowledgement %q for batch %s of %d: %w", m.Data, batchID, n, jetstreamext.ErrInvalidBatchAck)
+	}
+	return &r.BatchAck, nil
+}
+
+// batchOutcome turns a batch's acknowledgement, or the error that came
+// instead, into the batch's stream sequences or the store's error: a
+// refused fence is a *ConflictError, a server rejection is that error, and
+// a lost or doubtful answer is checked on the stream (see resolve).
+func (s *NATSStore) batchOutcome(ctx context.Context, chain string, fence uint64, recs []RecordedEvent, ack *jetstreamext.BatchAck, err error) ([]uint64, error) {
+	chainSubj := s.subj.chain(chain)
 	if err == nil {
 		if ack.BatchSize != uint64(len(recs)) || ack.Sequence < uint64(len(recs)) {
 			return nil, fmt.Errorf("append batch to %s: ack of %d messages ending at %d for %d events: %w",

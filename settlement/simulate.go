@@ -18,6 +18,12 @@ type SimConfig struct {
 	Price   domain.Amount
 	Plays   int
 	Players int
+	// Rate, when set, starts that many plays a second whatever the
+	// answers (an open loop: latency then includes any queueing, measured
+	// from when each play was due), play i by player i mod Players as soon
+	// as that player's previous play is over. 0 has every player play as
+	// fast as it is answered (a closed loop: the maximum rate).
+	Rate int
 	// OnPlay, when set, is called after each settled play (progress bars).
 	OnPlay func()
 }
@@ -59,6 +65,9 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 	if cfg.Plays < 1 || cfg.Players < 1 || cfg.Players > cfg.Plays {
 		return nil, fmt.Errorf("simulate %d plays with %d players: want 1 ≤ players ≤ plays", cfg.Plays, cfg.Players)
 	}
+	if cfg.Rate < 0 {
+		return nil, fmt.Errorf("simulate at %d plays a second: negative rate", cfg.Rate)
+	}
 	if err := ensureUnits(ctx, w, cfg.Price, cfg.Plays); err != nil {
 		return nil, err
 	}
@@ -70,39 +79,45 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 		CommandLatencies: make([]time.Duration, cfg.Plays*(1+domain.ThrowCount))}
 	var mu sync.Mutex
 	var firstErr error
+	// play makes play i as player, clicked « Jouer » at t0; false stops.
+	play := func(i int, player string, t0 time.Time) bool {
+		settled, n, err := playOnce(ctx, w, player, cfg.Price, fmt.Sprintf("sim-%d", i), t0, res.CommandLatencies[i*(1+domain.ThrowCount):])
+		res.Latencies[i] = time.Since(t0)
+		mu.Lock()
+		defer mu.Unlock()
+		res.Events += n
+		if err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("play %d of %s: %w", i, player, err)
+			}
+			return false
+		}
+		res.StakesTotal += cfg.Price
+		res.PrizesTotal += settled.Prize
+		res.Tiers[settled.Tier]++
+		if cfg.OnPlay != nil {
+			cfg.OnPlay()
+		}
+		return true
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
-	for p, player := range players {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Player p plays plays p, p+n, p+2n…: exactly its funded share,
-			// within its weekly limits, whatever the others' pace.
-			for i := p; i < cfg.Plays; i += len(players) {
-				if ctx.Err() != nil {
-					return
-				}
-				t0 := time.Now()
-				settled, n, err := playOnce(ctx, w, player, cfg.Price, fmt.Sprintf("sim-%d", i), res.CommandLatencies[i*(1+domain.ThrowCount):])
-				res.Latencies[i] = time.Since(t0)
-				mu.Lock()
-				res.Events += n
-				if err != nil {
-					if firstErr == nil {
-						firstErr = fmt.Errorf("play %d of %s: %w", i, player, err)
+	if cfg.Rate > 0 {
+		openLoop(ctx, cfg, players, start, &wg, play)
+	} else {
+		for p, player := range players {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				// Player p plays plays p, p+n, p+2n…: exactly its funded
+				// share, within its weekly limits, whatever the others' pace.
+				for i := p; i < cfg.Plays && ctx.Err() == nil; i += len(players) {
+					if !play(i, player, time.Now()) {
+						return
 					}
-					mu.Unlock()
-					return
 				}
-				res.StakesTotal += cfg.Price
-				res.PrizesTotal += settled.Prize
-				res.Tiers[settled.Tier]++
-				mu.Unlock()
-				if cfg.OnPlay != nil {
-					cfg.OnPlay()
-				}
-			}
-		}()
+			}()
+		}
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
@@ -120,6 +135,46 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 		return nil, err
 	}
 	return res, nil
+}
+
+// openLoop starts play i when it is due, at cfg.Rate plays a second from
+// start, by player i mod n once that player's previous play is over (the
+// share it was funded for). It stops starting plays once one fails.
+func openLoop(ctx context.Context, cfg SimConfig, players []string, start time.Time, wg *sync.WaitGroup, play func(int, string, time.Time) bool) {
+	idle := make([]chan struct{}, len(players))
+	for p := range idle {
+		idle[p] = make(chan struct{}, 1)
+		idle[p] <- struct{}{}
+	}
+	var failed sync.Once
+	stop := make(chan struct{})
+	every := time.Second / time.Duration(cfg.Rate)
+	for i := range cfg.Plays {
+		due := start.Add(time.Duration(i) * every)
+		p := i % len(players)
+		select {
+		case <-time.After(time.Until(due)):
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		}
+		select {
+		case <-idle[p]:
+		case <-ctx.Done():
+			return
+		case <-stop:
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if !play(i, players[p], due) {
+				failed.Do(func() { close(stop) })
+			}
+			idle[p] <- struct{}{}
+		}()
+	}
 }
 
 // ensureUnits makes sure enough units of the price are on sale or queued:
@@ -171,9 +226,9 @@ func fundPlayers(ctx context.Context, w *Writer, price domain.Amount, plays, n i
 
 // playOnce is one play as a player makes it: « Jouer », then four
 // « Lancer ». It returns the settlement and the number of events recorded,
-// and writes each command's latency into lat.
-func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount, key string, lat []time.Duration) (*domain.PlaySettled, int, error) {
-	t0 := time.Now()
+// and writes each command's latency into lat, the stake's from t0, when the
+// player clicked « Jouer ».
+func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount, key string, t0 time.Time, lat []time.Duration) (*domain.PlaySettled, int, error) {
 	res, err := w.Execute(ctx, domain.PlaceStake{Player: player, Stake: price, Key: key})
 	if err != nil {
 		return nil, 0, err

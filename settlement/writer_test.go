@@ -722,3 +722,26 @@ func TestARetryOfALostAppendIsNeverAnsweredFromMemory(t *testing.T) {
 		t.Fatalf("retry after the restart: %+v", r)
 	}
 }
+
+// TestSimulateOpenLoopKeepsItsPace starts plays at a fixed rate whatever
+// the answers: the run lasts as long as the schedule says, every play
+// settles within its player's funded share, and each stake's latency is
+// counted from when its play was due.
+func TestSimulateOpenLoopKeepsItsPace(t *testing.T) {
+	n := startNode(t, t.TempDir(), func(c *Config) { c.Rules = projectionstest.SmallRules(t) })
+	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 3})
+	const plays, rate = 30, 100
+	res, err := Simulate(context.Background(), n.w, SimConfig{Price: 100, Plays: plays, Players: 4, Rate: rate})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Plays != plays || res.StakesTotal != plays*100 {
+		t.Fatalf("%d plays, stakes %s: want %d plays of 1.00", res.Plays, res.StakesTotal, plays)
+	}
+	if schedule := time.Duration(plays-1) * time.Second / rate; res.Elapsed < schedule {
+		t.Fatalf("open loop of %d plays at %d a second took %s, less than its schedule %s", plays, rate, res.Elapsed, schedule)
+	}
+	if res.CommandLatencies[0] <= 0 || len(res.CommandLatencies) != plays*(1+domain.ThrowCount) {
+		t.Fatalf("command latencies %v", res.CommandLatencies[:3])
+	}
+}

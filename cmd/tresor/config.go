@@ -66,6 +66,9 @@ type Config struct {
 	// LeaseTTL is how long the writer lease lives without renewal on a NATS
 	// cluster: the bound on a takeover after the writer dies.
 	LeaseTTL time.Duration
+	// PipelineDepth bounds the committer's atomic batches in flight
+	// (eventstore.CommitterConfig.PipelineDepth; 1 waits for each).
+	PipelineDepth int
 }
 
 // env names the environment variable of each setting.
@@ -77,6 +80,7 @@ var env = map[string]string{
 	"snapshots": "TRESOR_SNAPSHOTS", "snapshot-every": "TRESOR_SNAPSHOT_EVERY", "snapshot-interval": "TRESOR_SNAPSHOT_INTERVAL",
 	"snapshot-keep": "TRESOR_SNAPSHOT_KEEP",
 	"node-name":     "TRESOR_NODE_NAME", "lease-ttl": "TRESOR_LEASE_TTL",
+	"pipeline-depth": "TRESOR_PIPELINE_DEPTH",
 }
 
 // envOr returns the environment variable of a flag, or def. Only redaction
@@ -191,7 +195,11 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	f.StringVar(&c.MasterKeyFile, "master-key-file", "", "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
 	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
 	f.DurationVar(&c.AbandonAfter, "abandon-after", 10*time.Minute, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
-	withEnv(f, "master-key-file", "seal-key-file", "abandon-after")
+	// Default 1: the depth measured best on a whole block
+	// (docs/performance.md, "Pipelined batches").
+	f.IntVar(&c.PipelineDepth, "pipeline-depth", 1,
+		fmt.Sprintf("atomic batches in flight at once, each fenced on where the previous one ends; 1 waits for each (1..%d; 1 on a replicated stream) ($TRESOR_PIPELINE_DEPTH)", eventstore.PipelineDepthMax))
+	withEnv(f, "master-key-file", "seal-key-file", "abandon-after", "pipeline-depth")
 	f.BoolVar(&c.Snapshots, "snapshots", true, "start from the newest verified snapshot and take new ones; false replays the whole stream at every start ($TRESOR_SNAPSHOTS)")
 	f.IntVar(&c.SnapshotEvery, "snapshot-every", 250_000, "the writer takes a snapshot after this many new events ($TRESOR_SNAPSHOT_EVERY)")
 	f.DurationVar(&c.SnapshotInterval, "snapshot-interval", 10*time.Minute, "the writer and the in-memory read models take a snapshot this long after the last if anything happened ($TRESOR_SNAPSHOT_INTERVAL)")
@@ -242,6 +250,12 @@ func (c *Config) settings() (*domain.SettingsDocument, error) {
 func (c *Config) Validate() error {
 	if err := c.validateStore(); err != nil {
 		return err
+	}
+	switch {
+	case c.PipelineDepth < 1 || c.PipelineDepth > eventstore.PipelineDepthMax:
+		return usagef("--pipeline-depth %d: want 1 to %d", c.PipelineDepth, eventstore.PipelineDepthMax)
+	case c.PipelineDepth > 1 && c.Replicas > 1:
+		return usagef("--pipeline-depth %d: a replicated stream (--replicas %d) refuses a fenced batch while the one before is replicating: want 1", c.PipelineDepth, c.Replicas)
 	}
 	if c.AbandonAfter < time.Second {
 		return usagef("--abandon-after %s: at least 1s", c.AbandonAfter)

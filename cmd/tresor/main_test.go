@@ -112,6 +112,8 @@ func TestBadInputExitsWithStatus2AndOneLine(t *testing.T) {
 		{"deck", "--price", "3", "--seed", vectorSeed},
 		{"deck", "--price", "-1", "--seed", vectorSeed},
 		{"rules", "--no-such-flag"},
+		{"simulate", "--pipeline-depth", "17"},
+		{"simulate", "--replicas", "3", "--pipeline-depth", "2"},
 	} {
 		stdout, stderr, code := run(t, args...)
 		if code != 2 || stdout != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.HasPrefix(stderr, "tresor: ") {

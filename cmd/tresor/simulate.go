@@ -20,6 +20,7 @@ type simulateOptions struct {
 	price     string
 	plays     int
 	players   int
+	rate      int
 	asJSON    bool
 	yardstick bool
 	quiet     bool
@@ -28,6 +29,9 @@ type simulateOptions struct {
 
 // simulatePlaysMax bounds one run (ten blocks' worth).
 const simulatePlaysMax = 4_500_000
+
+// simulateRateMax bounds --rate, far above what one writer sustains.
+const simulateRateMax = 1_000_000
 
 func init() {
 	var cfg Config
@@ -54,6 +58,9 @@ func init() {
 			if o.players < 1 || o.players > o.plays || o.players > 100_000 {
 				return usagef("--players %d: want 1 to min(--plays, 100000)", o.players)
 			}
+			if o.rate < 0 || o.rate > simulateRateMax {
+				return usagef("--rate %d: want 0 (as fast as answered) to %d plays a second", o.rate, simulateRateMax)
+			}
 			return runProfiled(cmd, o.cpuProf, func(ctx context.Context) error {
 				rep, err := simulate(ctx, &cfg, price, o, cmd.ErrOrStderr())
 				if err != nil {
@@ -74,6 +81,7 @@ func init() {
 	f.StringVar(&o.price, "price", "1", "stake of every play: 0.50, 1 or 2")
 	f.IntVar(&o.plays, "plays", 10_000, "number of plays")
 	f.IntVar(&o.players, "players", 256, "number of players playing at once")
+	f.IntVar(&o.rate, "rate", 0, "start this many plays a second whatever the answers (open loop; latency counts from when a play was due); 0 plays as fast as answered")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object")
 	f.BoolVar(&o.yardstick, "yardstick", false, "also measure raw 1 000-message atomic batches on the same server")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
@@ -86,6 +94,7 @@ type simulateReport struct {
 	Price           domain.Amount  `json:"price"`
 	Plays           int            `json:"plays"`
 	Players         int            `json:"players"`
+	Rate            int            `json:"rate,omitempty"` // plays a second asked for (open loop)
 	StakesTotal     domain.Amount  `json:"stakes_total"`
 	PrizesTotal     domain.Amount  `json:"prizes_total"`
 	Tiers           map[string]int `json:"tiers"`
@@ -130,7 +139,7 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	}
 	defer w.Close()
 
-	sim := settlement.SimConfig{Price: price, Plays: o.plays, Players: o.players}
+	sim := settlement.SimConfig{Price: price, Plays: o.plays, Players: o.players, Rate: o.rate}
 	if !o.quiet {
 		bar := progressbar.NewOptions(o.plays, progressbar.OptionSetWriter(progress), progressbar.OptionSetDescription("plays"),
 			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("plays"),
@@ -144,7 +153,7 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	}
 	secs := res.Elapsed.Seconds()
 	rep := &simulateReport{
-		Price: price, Plays: res.Plays, Players: o.players, StakesTotal: res.StakesTotal, PrizesTotal: res.PrizesTotal,
+		Price: price, Plays: res.Plays, Players: o.players, Rate: o.rate, StakesTotal: res.StakesTotal, PrizesTotal: res.PrizesTotal,
 		Tiers: map[string]int{}, Events: res.Events, ElapsedSeconds: secs,
 		PlaysPerSecond: float64(res.Plays) / secs, EventsPerSecond: float64(res.Events) / secs,
 		EventsPerPlayAvg: float64(res.Events) / float64(res.Plays),

@@ -185,7 +185,7 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 	if snaps != nil {
 		wcfg.Snapshots = settlement.WriterSnapshots(snaps, rules)
 	}
-	return wcfg, eventstore.CommitterConfig{SealKey: sealKey}, nil
+	return wcfg, eventstore.CommitterConfig{SealKey: sealKey, PipelineDepth: cfg.PipelineDepth}, nil
 }
 
 // clusterRequestTimeout bounds each request to a NATS cluster, a batch's

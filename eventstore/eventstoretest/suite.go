@@ -34,6 +34,15 @@ type Backend struct {
 	// Restart stops every server of the backend and starts them again on
 	// the same data. Stores opened before may be unusable afterwards.
 	Restart func(tb testing.TB)
+	// PipelineDepth is the committers' CommitterConfig.PipelineDepth (0:
+	// the default), so that the suite runs at depth 1 and pipelined.
+	PipelineDepth int
+}
+
+// committer is cfg with the backend's pipeline depth.
+func (b Backend) committer(cfg eventstore.CommitterConfig) eventstore.CommitterConfig {
+	cfg.PipelineDepth = b.PipelineDepth
+	return cfg
 }
 
 // Eventually polls fn until it returns nil or the deadline passes, then
@@ -203,7 +212,7 @@ func testConcurrentOneAggregate(t *testing.T, b Backend, cfg eventstore.Config) 
 func testCommitterConcurrentExpectations(t *testing.T, b Backend, cfg eventstore.Config) {
 	ctx := Ctx(t, 30*time.Second)
 	s := b.Open(t, cfg)
-	c, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
+	c, err := s.NewCommitter(ctx, "c1", b.committer(eventstore.CommitterConfig{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +304,7 @@ func testBatchAtomicity(t *testing.T, b Backend, cfg eventstore.Config) {
 func testCommitterIsolatesBadRequests(t *testing.T, b Backend, cfg eventstore.Config) {
 	ctx := Ctx(t, 30*time.Second)
 	s := b.Open(t, cfg)
-	c, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
+	c, err := s.NewCommitter(ctx, "c1", b.committer(eventstore.CommitterConfig{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -331,7 +340,7 @@ func testCommitterIsolatesBadRequests(t *testing.T, b Backend, cfg eventstore.Co
 func testOrderAndGapFree(t *testing.T, b Backend, cfg eventstore.Config) {
 	ctx := Ctx(t, 60*time.Second)
 	s := b.Open(t, cfg)
-	c, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
+	c, err := s.NewCommitter(ctx, "c1", b.committer(eventstore.CommitterConfig{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -391,7 +400,7 @@ func testHashChainAndSeals(t *testing.T, b Backend, cfg eventstore.Config) {
 		t.Fatal(err)
 	}
 	s := b.Open(t, cfg)
-	c, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{SealKey: key, SealEvery: 100})
+	c, err := s.NewCommitter(ctx, "c1", b.committer(eventstore.CommitterConfig{SealKey: key, SealEvery: 100}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -706,7 +715,7 @@ func testAppendsReadWhole(t *testing.T, b Backend, cfg eventstore.Config) {
 func testRestart(t *testing.T, b Backend, cfg eventstore.Config) {
 	ctx := Ctx(t, 60*time.Second)
 	s := b.Open(t, cfg)
-	c, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
+	c, err := s.NewCommitter(ctx, "c1", b.committer(eventstore.CommitterConfig{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -763,12 +772,12 @@ func testRestart(t *testing.T, b Backend, cfg eventstore.Config) {
 func testSecondWriterFenced(t *testing.T, b Backend, cfg eventstore.Config) {
 	ctx := Ctx(t, 30*time.Second)
 	s := b.Open(t, cfg)
-	c1, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
+	c1, err := s.NewCommitter(ctx, "c1", b.committer(eventstore.CommitterConfig{}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c1.Close()
-	c2, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
+	c2, err := s.NewCommitter(ctx, "c1", b.committer(eventstore.CommitterConfig{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -810,7 +819,7 @@ func testSealOnInterval(t *testing.T, b Backend, cfg eventstore.Config) {
 		t.Fatal(err)
 	}
 	s := b.Open(t, cfg)
-	c, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{SealKey: key, SealEvery: 1_000_000, SealInterval: 50 * time.Millisecond})
+	c, err := s.NewCommitter(ctx, "c1", b.committer(eventstore.CommitterConfig{SealKey: key, SealEvery: 1_000_000, SealInterval: 50 * time.Millisecond}))
 	if err != nil {
 		t.Fatal(err)
 	}
