@@ -180,25 +180,10 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	log.Info("writer ready", "seq", w.LastSeq(), "after", time.Since(started).Round(time.Millisecond))
 	go rd.logWhenReady(runCtx, log, started)
 
-	var failed error
-	select {
-	case err := <-served:
-		failed = fmt.Errorf("http server: %w", err)
-	case err := <-runDone:
-		runDone <- err
-		failed = fmt.Errorf("projections: %w", err)
-	case <-w.Done():
-		// Fenced by another writer or cut off from the stream: every write
-		// would now fail. Exit, so that the supervisor restarts Tresor and
-		// the new writer rebuilds its state from the stream.
-		failed = fmt.Errorf("settlement writer: %w", w.Err())
-		log.Error("settlement writer stopped; shutting down", "err", w.Err())
-	case <-ctx.Done():
-	}
-	log.Info("shutting down")
-	if err := shutdownHTTP(srv, served); err != nil && failed == nil {
-		failed = err
-	}
+	// A stopped writer was fenced by another or cut off from the stream:
+	// every write would now fail. Exit, so that the supervisor restarts
+	// Tresor and the new writer rebuilds its state from the stream.
+	failed := awaitStop(ctx, log, srv, served, runDone, w.Done(), w.Err)
 	w.Close()
 	if err := st.closeLog(); err != nil && failed == nil && w.Err() == nil {
 		failed = fmt.Errorf("close the event log: %w", err)
@@ -235,6 +220,19 @@ func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, s
 	go rd.logWhenReady(nodeCtx, log, started)
 	log.Info("node started", "node", cfg.NodeName, "stream_head", rd.target.Load())
 
+	// A node's writer never stops the process (nil: no such case).
+	failed := awaitStop(ctx, log, srv, served, runDone, nil, nil)
+	stopNode()
+	<-nodeDone
+	return stopped(ctx, log, st, store, stopRunner, failed)
+}
+
+// awaitStop waits for the first reason to stop: the HTTP server or the
+// projections failing, the writer stopping (writerDone, nil for none), or
+// ctx; then it shuts the HTTP server down. It returns what failed, nil for a
+// requested stop.
+func awaitStop(ctx context.Context, log *slog.Logger, srv *http.Server, served chan error, runDone chan error,
+	writerDone <-chan struct{}, writerErr func() error) error {
 	var failed error
 	select {
 	case err := <-served:
@@ -242,15 +240,16 @@ func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, s
 	case err := <-runDone:
 		runDone <- err
 		failed = fmt.Errorf("projections: %w", err)
+	case <-writerDone:
+		failed = fmt.Errorf("settlement writer: %w", writerErr())
+		log.Error("settlement writer stopped; shutting down", "err", writerErr())
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
 	if err := shutdownHTTP(srv, served); err != nil && failed == nil {
 		failed = err
 	}
-	stopNode()
-	<-nodeDone
-	return stopped(ctx, log, st, store, stopRunner, failed)
+	return failed
 }
 
 // stopped lets the projections apply the stream to its end (the closing
