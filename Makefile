@@ -13,7 +13,7 @@ DOMAIN_ALLOWED := github.com/shopspring/decimal
 TEST_TIMEOUT   ?= 60m
 BENCH_TIME     ?= 1x
 
-.PHONY: all build run test test-short crash sellout bench lint fmt vet imports clean
+.PHONY: all build run test test-short crash sellout bench bench-start lint fmt vet imports clean
 
 all: lint test
 
@@ -52,6 +52,12 @@ sellout:
 
 bench:
 	$(GO) test -run '^$$' -bench '$(or $(BENCH),.)' -benchtime $(BENCH_TIME) -benchmem -timeout 60m ./...
+
+# bench-start times serve's start to ready after 1..BLOCKS sold-out blocks,
+# with and without snapshots (scripts/bench-start.sh; long: minutes a block).
+BLOCKS ?= 1
+bench-start:
+	BIN=$(BIN) scripts/bench-start.sh $(BLOCKS)
 
 lint: fmt vet imports
 
