@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fdj/tresor/api"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/settlement"
@@ -68,12 +69,15 @@ type Node struct {
 	cfg NodeConfig
 	fwd *Forwarder
 
-	mu        sync.Mutex
-	writer    *settlement.Writer
-	follower  *follower
-	lease     eventstore.LeaseInfo
-	head      uint64
-	takeovers uint64
+	mu       sync.Mutex
+	writer   *settlement.Writer
+	follower *follower
+	lease    eventstore.LeaseInfo
+	// leaseMoved is closed when lease changes (and replaced): forwarded
+	// commands in flight then give up (see forward).
+	leaseMoved chan struct{}
+	head       uint64
+	takeovers  uint64
 }
 
 // NewNode returns a node; Run makes it take part.
@@ -87,7 +91,7 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Node{cfg: cfg, fwd: NewForwarder(cfg.Store.Conn(), settlement.Chain)}, nil
+	return &Node{cfg: cfg, fwd: NewForwarder(cfg.Store.Conn(), settlement.Chain), leaseMoved: make(chan struct{})}, nil
 }
 
 // Execute implements api.Writer: locally on the writer, forwarded to it
@@ -96,7 +100,36 @@ func (n *Node) Execute(ctx context.Context, cmd domain.Command) (settlement.Resu
 	if w := n.localWriter(); w != nil {
 		return w.Execute(ctx, cmd)
 	}
-	return n.fwd.Execute(ctx, cmd)
+	return n.forward(ctx, cmd)
+}
+
+// errLeaseMoved cancels a forwarded command when the lease changes.
+var errLeaseMoved = errors.New("the writer lease changed hands")
+
+// forward sends cmd to the writer and gives up as soon as the lease
+// expires or changes hands: a writer killed with the request in hand never
+// answers, and its client should learn at the takeover (about the lease's
+// TTL), not after ForwardWaitMax, that it must retry with its key. The
+// command may have been recorded by the old writer; the retry, executed by
+// the new one with the same key, answers its outcome exactly once.
+func (n *Node) forward(ctx context.Context, cmd domain.Command) (settlement.Result, error) {
+	n.mu.Lock()
+	moved := n.leaseMoved
+	n.mu.Unlock()
+	fctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go func() {
+		select {
+		case <-moved:
+			cancel(errLeaseMoved)
+		case <-fctx.Done():
+		}
+	}()
+	res, err := n.fwd.Execute(fctx, cmd)
+	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(fctx), errLeaseMoved) {
+		return settlement.Result{}, fmt.Errorf("%w: %v while the command was forwarded: retry with its key", api.ErrNotReady, errLeaseMoved)
+	}
+	return res, err
 }
 
 // LastSeq implements api.Writer: the writer's last durable sequence, or on
@@ -219,6 +252,16 @@ func (n *Node) Run(ctx context.Context) error {
 func (n *Node) setLease(info eventstore.LeaseInfo) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	n.moveLease(info)
+}
+
+// moveLease records the lease as seen now and, when it changed, wakes the
+// forwarded commands waiting on the previous one. n.mu is held.
+func (n *Node) moveLease(info eventstore.LeaseInfo) {
+	if info != n.lease {
+		close(n.leaseMoved)
+		n.leaseMoved = make(chan struct{})
+	}
 	n.lease = info
 }
 
@@ -243,7 +286,7 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 	won := time.Now()
 	n.mu.Lock()
 	n.takeovers++
-	n.lease = eventstore.LeaseInfo{Holder: n.cfg.Lease.Holder(), Term: term}
+	n.moveLease(eventstore.LeaseInfo{Holder: n.cfg.Lease.Holder(), Term: term})
 	n.mu.Unlock()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -375,7 +418,7 @@ func (n *Node) stepDown(ctx context.Context, w *settlement.Writer, elog *settlem
 		}
 	}
 	n.mu.Lock()
-	n.lease = eventstore.LeaseInfo{}
+	n.moveLease(eventstore.LeaseInfo{})
 	n.mu.Unlock()
 }
 

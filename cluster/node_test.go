@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/fdj/tresor/api"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
@@ -144,5 +146,82 @@ func TestNodeTakeover(t *testing.T) {
 	acked++
 	if bal := res.Events[0].(*domain.FundsDeposited).Balance; bal != domain.Amount(acked*100) {
 		t.Fatalf("balance %s after %d acknowledged deposits of 1.00", bal, acked)
+	}
+}
+
+// TestForwardGivesUpWhenTheLeaseMoves: a writer that holds the lease, takes
+// a forwarded command and dies before answering (here: a ghost that never
+// answers and stops renewing) costs its client the lease's TTL, not
+// ForwardWaitMax: the standby's forward gives up when the lease expires,
+// with 503's retry-with-the-key error, and the retry is executed by the
+// next writer.
+func TestForwardGivesUpWhenTheLeaseMoves(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	c := eventstoretest.StartCluster(t)
+	ghostStore := openStore(t, c.URLs(), 3)
+	ctx := eventstoretest.Ctx(t, 2*time.Minute)
+	ghost, err := eventstore.OpenLease(ctx, ghostStore.Conn(), "s0", eventstore.LeaseConfig{Holder: "ghost", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ghost.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The ghost renews until the command reaches it, then dies.
+	swallowing := make(chan struct{})
+	go func() {
+		tick := time.NewTicker(ghost.TTL() / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-swallowing:
+				return
+			case <-tick.C:
+				if err := ghost.Renew(ctx); err != nil {
+					t.Errorf("ghost's renewal: %v", err)
+					return
+				}
+			}
+		}
+	}()
+	swallowed := make(chan struct{}, 16)
+	var once sync.Once
+	sub, err := ghostStore.Conn().Subscribe(ExecuteSubject("s0"), func(*nats.Msg) {
+		once.Do(func() { close(swallowing) })
+		swallowed <- struct{}{}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	b := startNode(t, c, "b")
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		if s := b.Status(); s.Holder != "ghost" {
+			return fmt.Errorf("standby sees holder %q", s.Holder)
+		}
+		return nil
+	})
+
+	start := time.Now()
+	_, err = b.Execute(ctx, domain.ConfigureAccount{Player: "p1", By: operator})
+	took := time.Since(start)
+	select {
+	case <-swallowed:
+	default:
+		t.Fatal("the command never reached the ghost writer")
+	}
+	if !errors.Is(err, api.ErrNotReady) {
+		t.Fatalf("forward to a writer that died: %v, want api.ErrNotReady", err)
+	}
+	t.Logf("forward to a dead writer gave up after %s (lease TTL %s, ForwardWaitMax %s)", took, ghost.TTL(), ForwardWaitMax)
+	if took >= ForwardWaitMax {
+		t.Fatalf("forward gave up after %s: it waited out ForwardWaitMax instead of the lease", took)
+	}
+	sub.Unsubscribe()
+	waitRole(t, b, RoleWriter, 10*time.Second)
+	if _, err := deposit(ctx, b, "p1", 100, "retry"); err != nil {
+		t.Fatalf("the retry on the new writer: %v", err)
 	}
 }
