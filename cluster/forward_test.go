@@ -66,9 +66,17 @@ func TestForwarder(t *testing.T) {
 	}
 
 	svc.Stop()
+	// The server drops the writer's subscription a moment after Stop (its
+	// unsubscribe travels on another connection than the request).
+	eventstoretest.Eventually(t, 5*time.Second, func() error {
+		_, err := f.Execute(ctx, domain.Deposit{Player: "p1", Amount: 100, Key: "k2", By: operator})
+		if !errors.Is(err, ErrNoWriter) {
+			return fmt.Errorf("with no writer serving: %v, want ErrNoWriter", err)
+		}
+		return nil
+	})
 	start := time.Now()
-	_, err = f.Execute(ctx, domain.Deposit{Player: "p1", Amount: 100, Key: "k2", By: operator})
-	if !errors.Is(err, ErrNoWriter) {
+	if _, err = f.Execute(ctx, domain.Deposit{Player: "p1", Amount: 100, Key: "k3", By: operator}); !errors.Is(err, ErrNoWriter) {
 		t.Fatalf("with no writer serving: %v, want ErrNoWriter", err)
 	}
 	if d := time.Since(start); d > time.Second {

@@ -255,10 +255,13 @@ func (n *Node) setLease(info eventstore.LeaseInfo) {
 	n.moveLease(info)
 }
 
-// moveLease records the lease as seen now and, when it changed, wakes the
-// forwarded commands waiting on the previous one. n.mu is held.
+// moveLease records the lease as seen now and, when it moved away from a
+// holder (expired, released, or another's), wakes the forwarded commands
+// waiting on that holder. Learning the holder (from none, as a node starts)
+// moves nothing: a command forwarded then went to whoever answers the
+// subject. n.mu is held.
 func (n *Node) moveLease(info eventstore.LeaseInfo) {
-	if info != n.lease {
+	if n.lease.Holder != "" && info != n.lease {
 		close(n.leaseMoved)
 		n.leaseMoved = make(chan struct{})
 	}
