@@ -8,7 +8,7 @@ DATA     ?= ./tresor-data
 # Packages the domain may import besides the standard library.
 DOMAIN_ALLOWED := github.com/shopspring/decimal
 # make test sells out one 450 000-unit block (make sellout, one of each
-# price); the whole suite takes about 15 minutes on a quiet machine, much
+# price); the whole suite takes about 10 minutes on a quiet machine, much
 # more on a loaded one; CI allows 90 in all.
 TEST_TIMEOUT   ?= 60m
 BENCH_TIME     ?= 1x
