@@ -180,7 +180,11 @@ func (s *Snapshots) Latest(ctx context.Context, kind, chain string) (SnapshotMet
 	if len(names) == 0 {
 		return SnapshotMeta{}, nil, fmt.Errorf("%s snapshot of chain %s: %w", kind, chain, ErrNoSnapshot)
 	}
-	name := names[len(names)-1]
+	return s.get(ctx, names[len(names)-1])
+}
+
+// get reads the snapshot name and checks its authentication.
+func (s *Snapshots) get(ctx context.Context, name string) (SnapshotMeta, []byte, error) {
 	res, err := s.os.Get(ctx, name)
 	if err != nil {
 		return SnapshotMeta{}, nil, fmt.Errorf("get snapshot %s: %w", name, err)
@@ -251,17 +255,38 @@ func (sl *SnapshotSlot) Save(ctx context.Context, seq uint64, data []byte) error
 		Format: sl.format, RuleSet: sl.ruleSet, CreatedAt: time.Now().UTC()}, data)
 }
 
-// Load returns the newest snapshot and its sequence once it has passed
-// every check: its authentication, its format and rule set, and the
-// stream still holding, at its sequence, the event whose hash it names.
-// A snapshot is never trusted over the stream: the error (ErrNoSnapshot
-// or one naming the failed check) means replaying from the start.
-func (sl *SnapshotSlot) Load(ctx context.Context) (uint64, []byte, error) {
-	meta, data, err := sl.snaps.Latest(ctx, sl.kind, sl.chain)
+// Load returns the newest snapshot that passes every check, and its
+// sequence: its authentication, its format and rule set, and the stream
+// still holding, at its sequence, the event whose hash it names. Newer
+// snapshots that fail one (a store cut short, another build's format) are
+// skipped, each with the reason, which the caller logs; an older one still
+// saves most of the replay. A snapshot is never trusted over the stream:
+// the error (ErrNoSnapshot, or the last refusal when none passes) means
+// replaying from the start.
+func (sl *SnapshotSlot) Load(ctx context.Context) (seq uint64, data []byte, skipped []error, err error) {
+	names, err := sl.snaps.names(ctx, sl.kind, sl.chain)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	if len(names) == 0 {
+		return 0, nil, nil, fmt.Errorf("%s snapshot of chain %s: %w", sl.kind, sl.chain, ErrNoSnapshot)
+	}
+	for i := len(names) - 1; i >= 0; i-- {
+		seq, data, err = sl.check(ctx, names[i])
+		if err == nil {
+			return seq, data, skipped, nil
+		}
+		skipped = append(skipped, err)
+	}
+	return 0, nil, skipped[:len(skipped)-1], err
+}
+
+// check reads the snapshot name and checks it (see Load).
+func (sl *SnapshotSlot) check(ctx context.Context, name string) (uint64, []byte, error) {
+	meta, data, err := sl.snaps.get(ctx, name)
 	if err != nil {
 		return 0, nil, err
 	}
-	name := snapshotName(meta.Kind, meta.Chain, meta.Sequence)
 	switch {
 	case meta.Kind != sl.kind || meta.Chain != sl.chain:
 		return 0, nil, fmt.Errorf("%w: %s: names %s of chain %s", ErrSnapshotRefused, name, meta.Kind, meta.Chain)

@@ -3,6 +3,7 @@ package eventstore_test
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -86,5 +87,59 @@ func TestSnapshotsKeepTheNewestAuthenticated(t *testing.T) {
 	// and HeadAt refuses a sequence of another chain
 	if _, err := store.HeadAt(ctx, "c2", seqs[0]); !errors.Is(err, eventstore.ErrInvalid) {
 		t.Fatalf("head of another chain: %v", err)
+	}
+}
+
+// TestASlotFallsBackToAnOlderSnapshot: when the newest snapshot fails its
+// checks (here: altered after it was written), Load skips it, saying why,
+// and returns the newest older one that passes; when none passes, it
+// fails with the oldest's reason and the caller replays everything.
+func TestASlotFallsBackToAnOlderSnapshot(t *testing.T) {
+	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{
+		eventstoretest.Ev("T", "a", "1", 1), eventstoretest.Ev("T", "a", "1", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := snaps.Slot("writer", "c1", 1, "r")
+	for _, seq := range seqs {
+		if err := slot.Save(ctx, seq, []byte{byte(seq)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os, err := js.ObjectStore(ctx, eventstore.SnapshotBucketDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alter := func(seq uint64) {
+		t.Helper()
+		info, err := os.GetInfo(ctx, fmt.Sprintf("writer.c1.%020d", seq))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Put(ctx, jetstream.ObjectMeta{Name: info.Name, Metadata: info.Metadata}, bytes.NewReader([]byte{0xff})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alter(seqs[1])
+	seq, data, skipped, err := slot.Load(ctx)
+	if err != nil || seq != seqs[0] || !bytes.Equal(data, []byte{byte(seqs[0])}) {
+		t.Fatalf("load with the newest altered: seq %d, data %v, %v; want the older at %d", seq, data, err, seqs[0])
+	}
+	if len(skipped) != 1 || !errors.Is(skipped[0], eventstore.ErrSnapshotRefused) {
+		t.Fatalf("skipped %v, want the newest refused", skipped)
+	}
+	alter(seqs[0])
+	if _, _, skipped, err := slot.Load(ctx); !errors.Is(err, eventstore.ErrSnapshotRefused) || len(skipped) != 1 {
+		t.Fatalf("load with both altered: %v (skipped %v), want refused with the newer skipped", err, skipped)
 	}
 }

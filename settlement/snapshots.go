@@ -18,10 +18,11 @@ const SnapshotKind = "writer"
 // SnapshotStore keeps snapshots of the writer's ledger.
 // *eventstore.SnapshotSlot is the one on the stream.
 type SnapshotStore interface {
-	// Load returns the newest snapshot and the stream sequence it was
-	// taken at, once checked against the stream, or an error naming why
-	// it cannot be used (eventstore.ErrNoSnapshot when there is none).
-	Load(ctx context.Context) (uint64, []byte, error)
+	// Load returns the newest snapshot that passes its checks against the
+	// stream and the stream sequence it was taken at, with why each newer
+	// one was skipped, or an error naming why none can be used
+	// (eventstore.ErrNoSnapshot when there is none).
+	Load(ctx context.Context) (seq uint64, data []byte, skipped []error, err error)
 	// Save stores a snapshot of the ledger after the event at seq.
 	Save(ctx context.Context, seq uint64, data []byte) error
 }
@@ -75,8 +76,11 @@ func startingLedger(ctx context.Context, cfg Config) (*domain.Ledger, uint64, *F
 		return fresh(), 0, nil, nil
 	}
 	start := time.Now()
-	seq, data, err := cfg.Snapshots.Load(ctx)
+	seq, data, skipped, err := cfg.Snapshots.Load(ctx)
 	loaded := time.Since(start)
+	for _, why := range skipped {
+		cfg.Logger.Warn("snapshot skipped for an older one", "reason", why)
+	}
 	if err == nil {
 		var l *domain.Ledger
 		if l, err = decodeLedger(cfg, data); err == nil {

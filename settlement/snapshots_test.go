@@ -45,10 +45,10 @@ type loadRecorder struct {
 	err error
 }
 
-func (r *loadRecorder) Load(ctx context.Context) (uint64, []byte, error) {
-	seq, data, err := r.SnapshotStore.Load(ctx)
+func (r *loadRecorder) Load(ctx context.Context) (uint64, []byte, []error, error) {
+	seq, data, skipped, err := r.SnapshotStore.Load(ctx)
 	r.seq, r.err = seq, err
-	return seq, data, err
+	return seq, data, skipped, err
 }
 
 // snapshotWorld is a node of small blocks (12 units) whose writer runs on

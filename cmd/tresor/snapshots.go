@@ -53,7 +53,10 @@ func newProjectionSnapshots(snaps *eventstore.Snapshots, store any, rules *domai
 // store; without one, the runner applies the stream from the start.
 func (p *projectionSnapshots) restore(ctx context.Context) {
 	start := time.Now()
-	seq, data, err := p.slot.Load(ctx)
+	seq, data, skipped, err := p.slot.Load(ctx)
+	for _, why := range skipped {
+		p.log.Warn("projections snapshot skipped for an older one", "reason", why)
+	}
 	if err == nil {
 		err = p.store.Restore(data)
 	}
