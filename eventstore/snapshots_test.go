@@ -45,14 +45,7 @@ func TestSnapshotsKeepTheNewestAuthenticated(t *testing.T) {
 		t.Fatalf("latest: %+v, %d bytes, %v", meta, len(data), err)
 	}
 	// and the oldest was pruned
-	js, err := jetstream.New(store.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	os, err := js.ObjectStore(ctx, eventstore.SnapshotBucketDefault)
-	if err != nil {
-		t.Fatal(err)
-	}
+	os := snapshotBucket(t, store)
 	if infos, err := os.List(ctx); err != nil || len(infos) != 2 {
 		t.Fatalf("%d snapshots kept, want 2 (%v)", len(infos), err)
 	}
@@ -112,14 +105,7 @@ func TestASlotFallsBackToAnOlderSnapshot(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	js, err := jetstream.New(store.Conn())
-	if err != nil {
-		t.Fatal(err)
-	}
-	os, err := js.ObjectStore(ctx, eventstore.SnapshotBucketDefault)
-	if err != nil {
-		t.Fatal(err)
-	}
+	os := snapshotBucket(t, store)
 	alter := func(seq uint64) {
 		t.Helper()
 		info, err := os.GetInfo(ctx, fmt.Sprintf("writer.c1.%020d", seq))
@@ -142,4 +128,19 @@ func TestASlotFallsBackToAnOlderSnapshot(t *testing.T) {
 	if _, _, skipped, err := slot.Load(ctx); !errors.Is(err, eventstore.ErrSnapshotRefused) || len(skipped) != 1 {
 		t.Fatalf("load with both altered: %v (skipped %v), want refused with the newer skipped", err, skipped)
 	}
+}
+
+// snapshotBucket opens the default snapshot bucket directly, as someone
+// with the stream's credentials could, to alter what it holds.
+func snapshotBucket(t *testing.T, store *eventstore.NATSStore) jetstream.ObjectStore {
+	t.Helper()
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	os, err := js.ObjectStore(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotBucketDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return os
 }
