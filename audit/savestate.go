@@ -2,7 +2,6 @@ package audit
 
 import (
 	"cmp"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -90,27 +89,14 @@ type savedBlock struct {
 }
 
 type savedUnit struct {
-	Player    string        `json:"player,omitempty"`
-	Stake     domain.Amount `json:"stake"`
-	Prize     domain.Amount `json:"prize"`
-	Salt      hex32         `json:"salt"`
-	AssignSeq uint64        `json:"assign_seq,omitempty"`
-	Tier      domain.Tier   `json:"tier"`
-	Status    uint8         `json:"status"`
-	Throws    uint8         `json:"throws,omitempty"`
-}
-
-// hex32 is 32 bytes written as 64 hex digits.
-type hex32 [32]byte
-
-func (h hex32) MarshalText() ([]byte, error) { return hex.AppendEncode(nil, h[:]), nil }
-
-func (h *hex32) UnmarshalText(b []byte) error {
-	if len(b) != 2*len(h) {
-		return fmt.Errorf("want %d hex digits, found %d", 2*len(h), len(b))
-	}
-	_, err := hex.Decode(h[:], b)
-	return err
+	Player    string         `json:"player,omitempty"`
+	Stake     domain.Amount  `json:"stake"`
+	Prize     domain.Amount  `json:"prize"`
+	Salt      domain.HexHash `json:"salt"`
+	AssignSeq uint64         `json:"assign_seq,omitempty"`
+	Tier      domain.Tier    `json:"tier"`
+	Status    uint8          `json:"status"`
+	Throws    uint8          `json:"throws,omitempty"`
 }
 
 type savedBooks struct {

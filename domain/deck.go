@@ -170,8 +170,8 @@ type Commitment struct {
 
 // commitmentJSON is the JSON form of a Commitment, hashes in hex.
 type commitmentJSON struct {
-	SeedHash hexHash `json:"seed_hash"`
-	Root     hexHash `json:"root"`
+	SeedHash HexHash `json:"seed_hash"`
+	Root     HexHash `json:"root"`
 	Units    int     `json:"units"`
 }
 
@@ -209,14 +209,14 @@ type UnitProof struct {
 type unitProofJSON struct {
 	Unit uint32    `json:"unit"`
 	Tier Tier      `json:"tier"`
-	Salt hexHash   `json:"salt"`
-	Path []hexHash `json:"path"`
+	Salt HexHash   `json:"salt"`
+	Path []HexHash `json:"path"`
 }
 
 // MarshalJSON writes {"unit": n, "tier": id, "salt": hex, "path": [hex…]};
 // an empty path is written [], never null.
 func (p UnitProof) MarshalJSON() ([]byte, error) {
-	v := unitProofJSON{Unit: p.Unit, Tier: p.Tier, Salt: p.Salt, Path: make([]hexHash, len(p.Path))}
+	v := unitProofJSON{Unit: p.Unit, Tier: p.Tier, Salt: p.Salt, Path: make([]HexHash, len(p.Path))}
 	for i, h := range p.Path {
 		v.Path[i] = h
 	}

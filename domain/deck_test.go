@@ -523,8 +523,8 @@ type deckVector struct {
 	Seed         Seed           `json:"seed"`
 	Prices       []Amount       `json:"prices,omitempty"`
 	Lots         [TierCount]int `json:"lots"`
-	ShuffleKey   hexHash        `json:"shuffle_key"`
-	LeafKey      hexHash        `json:"leaf_key"`
+	ShuffleKey   HexHash        `json:"shuffle_key"`
+	LeafKey      HexHash        `json:"leaf_key"`
 	ShuffleDraws []uint64       `json:"shuffle_draws"`
 	Commitment   Commitment     `json:"commitment"`
 	FirstTiers   []Tier         `json:"first_tiers,omitempty"`
@@ -536,7 +536,7 @@ type deckVector struct {
 // out, for implementers to check each step.
 type proofVector struct {
 	LeafData string    `json:"leaf_data"`
-	LeafHash hexHash   `json:"leaf_hash"`
+	LeafHash HexHash   `json:"leaf_hash"`
 	Proof    UnitProof `json:"proof"`
 }
 

@@ -161,15 +161,15 @@ func auditPathLen(index, size uint64) int {
 	return n
 }
 
-// hexHash is a 32-byte hash or key written in JSON as 64 lowercase hex
-// digits, the form regulators' tools and sha256sum print.
-type hexHash [32]byte
+// HexHash is a 32-byte hash, key or salt written in JSON as 64 lowercase
+// hex digits, the form regulators' tools and sha256sum print.
+type HexHash [32]byte
 
 // MarshalText writes the hash as 64 lowercase hex digits.
-func (h hexHash) MarshalText() ([]byte, error) { return hex.AppendEncode(nil, h[:]), nil }
+func (h HexHash) MarshalText() ([]byte, error) { return hex.AppendEncode(nil, h[:]), nil }
 
 // UnmarshalText reads 64 hex digits.
-func (h *hexHash) UnmarshalText(b []byte) error { return decodeHex32((*[32]byte)(h), b) }
+func (h *HexHash) UnmarshalText(b []byte) error { return decodeHex32((*[32]byte)(h), b) }
 
 // decodeHex32 reads exactly 64 hex digits into dst. Its errors never quote
 // the input, because the same code reads secret seeds.
