@@ -65,6 +65,11 @@ const (
 	crashLimits = `{"weekly_deposit_limit":"1000000.00","weekly_stake_limit":"1000000.00"}`
 	// crashStake is the price of the emission's block, 0.50.
 	crashStake domain.Amount = 50
+	// crashSnapshotEvery makes the writer take snapshots every few hundred
+	// events, so that restarts after a kill start from one taken mid-load
+	// (or from an older one, when the kill cut a store short) and replay
+	// only the tail: the snapshots are checked by the same kills.
+	crashSnapshotEvery = "300"
 )
 
 // Kinds of client write.
@@ -91,6 +96,10 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 			t.Fatalf("cycle %d: tresor serve exited by itself: %v\n%s", cycle, err, s.logs)
 		}
 		r.kill(s)
+		// Its logs are whole once it has exited.
+		if strings.Contains(s.logs.String(), "starting from a snapshot") {
+			r.fromSnapshot++
+		}
 		r.check(fmt.Sprintf(label, cycle), false)
 		// The restart after the last kill must become ready for the end.
 		if cycle < r.cycles && r.rng.IntN(100) < crashEarlyKillPercent {
@@ -107,6 +116,9 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 	r.waitSettled(s)
 	s.stop()
 	r.report(r.check("end", true), time.Since(start))
+	if r.cycles > 1 && r.fromSnapshot == 0 {
+		t.Errorf("no restart began from a snapshot in %d cycles: the suite did not exercise them", r.cycles)
+	}
 }
 
 // crashRun is one run of the crash suite: its server's address, its
@@ -131,6 +143,9 @@ type crashRun struct {
 	audits    int
 	// earlyKills counts the kills while starting.
 	earlyKills int
+	// fromSnapshot counts the killed servers whose writer had begun from a
+	// snapshot.
+	fromSnapshot int
 	lost       map[int]bool // answers found missing from the stream at a check
 	// reported holds the problems already reported: each check looks at
 	// every answer again, but says each problem once.
@@ -141,7 +156,7 @@ type crashRun struct {
 // the clients stop when the test ends, however it ends.
 func newCrashRun(t *testing.T) *crashRun {
 	r := &crashRun{
-		t: t, data: t.TempDir(), serveArgs: []string{"--abandon-after", crashAbandonAfter},
+		t: t, data: t.TempDir(), serveArgs: []string{"--abandon-after", crashAbandonAfter, "--snapshot-every", crashSnapshotEvery},
 		cycles:  crashSize(t, "TRESOR_CRASH_CYCLES", crashCyclesDefault, crashCyclesMax),
 		clients: crashSize(t, "TRESOR_CRASH_CLIENTS", crashClientsDefault, crashClientsMax),
 		seed:    rand.Uint64(), lost: map[int]bool{}, reported: map[string]bool{},
@@ -1015,9 +1030,9 @@ func (r *crashRun) report(f crashFigures, elapsed time.Duration) {
 	for _, k := range problemKinds {
 		problems = append(problems, fmt.Sprintf("%s %d", k, f.problems[k]))
 	}
-	r.t.Logf("crash suite: %d cycles of kill -9 (%d while starting) in %s, %d clients: %d HTTP requests (retries included), "+
+	r.t.Logf("crash suite: %d cycles of kill -9 (%d while starting, %d restarts from a snapshot) in %s, %d clients: %d HTTP requests (retries included), "+
 		"%d answers, %d acknowledged answers checked against the export (%d writes), %d events, "+
 		"%d plays (%d completed by the system, %d left by their player), %d audits passed; %s",
-		r.cycles, r.earlyKills, elapsed.Round(time.Second), r.clients, f.requests, f.answers, f.checked, f.writes, f.events,
+		r.cycles, r.earlyKills, r.fromSnapshot, elapsed.Round(time.Second), r.clients, f.requests, f.answers, f.checked, f.writes, f.events,
 		f.plays, f.bySystem, f.left, r.audits, strings.Join(problems, ", "))
 }
