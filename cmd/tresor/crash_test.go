@@ -146,7 +146,7 @@ type crashRun struct {
 	// fromSnapshot counts the killed servers whose writer had begun from a
 	// snapshot.
 	fromSnapshot int
-	lost       map[int]bool // answers found missing from the stream at a check
+	lost         map[int]bool // answers found missing from the stream at a check
 	// reported holds the problems already reported: each check looks at
 	// every answer again, but says each problem once.
 	reported map[string]bool

@@ -542,6 +542,26 @@ func TestASecondServeOnAStreamIsAStandby(t *testing.T) {
 			}
 		}
 	}
+	// The same deposit, same key, sent at once through both nodes: one
+	// deposit, both answered with it.
+	var wg sync.WaitGroup
+	answers := make([]map[string]any, 2)
+	for i, s := range []*server{first, second} {
+		wg.Go(func() {
+			status, m, err := s.send(call{"POST", "/v1/players/p-1/deposits", op, "twice", `{"amount":"7.00"}`})
+			if err != nil || status != 200 {
+				t.Errorf("deposit through node %d: %d %v %v", i, status, m, err)
+			}
+			answers[i] = m
+		})
+	}
+	wg.Wait()
+	if t.Failed() || answers[0]["balance_after"] != "7.00" || answers[1]["balance_after"] != "7.00" {
+		t.Fatalf("the same deposit through both nodes: %v and %v, want both balance_after 7.00", answers[0], answers[1])
+	}
+	if got := second.must(200, call{"GET", "/v1/players/p-1/account?min_seq=" + fmt.Sprint(first.must(200, call{"GET", "/v1/health", "", "", ""})["writer_seq"]), op, "", ""}); got["balance"] != "7.00" {
+		t.Fatalf("balance after the same deposit twice: %v, want 7.00", got["balance"])
+	}
 	select {
 	case err := <-second.done:
 		t.Fatalf("the standby exited: %v\n%s", err, second.logs)
