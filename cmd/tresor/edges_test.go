@@ -291,10 +291,13 @@ func testReconciliationFilters(t *testing.T, args ...string) {
 			s.must(200, call{"POST", "/v1/players/p-1/plays/" + play + "/throws", p1, "", fmt.Sprintf(`{"throw":%d}`, n)})
 		}
 	}
+	// Every read below waits for the projections to reach the last throw
+	// (PostgreSQL's may lag the writer's answers).
+	head := fmt.Sprintf("&min_seq=%.0f", s.writerSeq())
 	rows := func(query string) []map[string]any {
 		t.Helper()
 		var out []map[string]any
-		for _, r := range s.must(200, call{"GET", "/v1/reconciliation?" + query, fin, "", ""})["rows"].([]any) {
+		for _, r := range s.must(200, call{"GET", "/v1/reconciliation?" + query + head, fin, "", ""})["rows"].([]any) {
 			out = append(out, r.(map[string]any))
 		}
 		return out
