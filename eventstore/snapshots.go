@@ -1,7 +1,6 @@
 package eventstore
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -10,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -65,6 +62,9 @@ type SnapshotConfig struct {
 	Keep int
 	// Replicas of the bucket (default: the store's).
 	Replicas int
+	// PartBytes bounds each part of a snapshot (default and at most
+	// SnapshotPartBytesMax).
+	PartBytes int
 }
 
 // Snapshots keeps authenticated snapshots in a JetStream Object Store.
@@ -94,6 +94,9 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 	if cfg.Replicas == 0 {
 		cfg.Replicas = s.cfg.Replicas
 	}
+	if cfg.PartBytes <= 0 || cfg.PartBytes > SnapshotPartBytesMax {
+		cfg.PartBytes = SnapshotPartBytesMax
+	}
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
 	os, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.Bucket,
@@ -110,8 +113,9 @@ func snapshotName(kind, chain string, seq uint64) string {
 	return fmt.Sprintf("%s.%s.%020d", kind, chain, seq)
 }
 
-// mac authenticates the metadata and the data together.
-func (s *Snapshots) mac(meta, data []byte) string {
+// legacyMAC authenticates the metadata and the data of a snapshot stored
+// as one object, as builds before the multi-part format stored them.
+func (s *Snapshots) legacyMAC(meta, data []byte) string {
 	h := hmac.New(sha256.New, s.cfg.Key)
 	h.Write(meta)
 	h.Write([]byte{0})
@@ -119,33 +123,12 @@ func (s *Snapshots) mac(meta, data []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// Put stores a snapshot and deletes the oldest beyond Keep.
+// Put stores data as a snapshot described by meta (see PutParts).
 func (s *Snapshots) Put(ctx context.Context, meta SnapshotMeta, data []byte) error {
-	meta.Bytes = len(data)
-	mb, err := json.Marshal(meta)
-	if err != nil {
-		return fmt.Errorf("put snapshot: %w", err)
-	}
-	name := snapshotName(meta.Kind, meta.Chain, meta.Sequence)
-	// One object in the default 128 KiB chunks, all in flight at once: the
-	// server refuses (429) a stream's ingest past 128 MiB buffered, and in
-	// smaller chunks the client stalls at 4 000 awaiting their
-	// acknowledgement, so a snapshot over about 128 MB is not stored
-	// (docs/snapshots.md): the writer's after a sold-out block is 74 MB.
-	om := jetstream.ObjectMeta{Name: name, Metadata: map[string]string{snapshotMetaKey: string(mb), snapshotMACKey: s.mac(mb, data)}}
-	if _, err := s.os.Put(ctx, om, bytes.NewReader(data)); err != nil {
-		return fmt.Errorf("put snapshot %s: %w", name, err)
-	}
-	names, err := s.names(ctx, meta.Kind, meta.Chain)
-	if err != nil {
+	return s.PutParts(ctx, meta, func(w io.Writer) error {
+		_, err := w.Write(data)
 		return err
-	}
-	for _, old := range names[:max(len(names)-s.cfg.Keep, 0)] {
-		if err := s.os.Delete(ctx, old); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return fmt.Errorf("prune snapshot %s: %w", old, err)
-		}
-	}
-	return nil
+	})
 }
 
 // names lists the snapshots of a kind and chain, oldest first.
@@ -157,21 +140,14 @@ func (s *Snapshots) names(ctx context.Context, kind, chain string) ([]string, er
 	if err != nil {
 		return nil, fmt.Errorf("list snapshots: %w", err)
 	}
-	prefix := kind + "." + chain + "."
-	var out []string
-	for _, in := range infos {
-		if strings.HasPrefix(in.Name, prefix) && !in.Deleted {
-			out = append(out, in.Name)
-		}
-	}
-	slices.Sort(out)
-	return out, nil
+	return manifestNames(infos, kind, chain), nil
 }
 
-// Latest returns the newest snapshot of a kind and chain, authenticated.
-// It returns ErrNoSnapshot when there is none, an error wrapping
-// ErrSnapshotRefused when it fails its authentication, or the read error.
-// What it holds is the caller's to check against the stream.
+// Latest returns the newest snapshot of a kind and chain, authenticated,
+// whole parts and manifest. It returns ErrNoSnapshot when there is none,
+// an error wrapping ErrSnapshotRefused when it fails its authentication,
+// or the read error. What it holds is the caller's to check against the
+// stream.
 func (s *Snapshots) Latest(ctx context.Context, kind, chain string) (SnapshotMeta, []byte, error) {
 	names, err := s.names(ctx, kind, chain)
 	if err != nil {
@@ -180,26 +156,27 @@ func (s *Snapshots) Latest(ctx context.Context, kind, chain string) (SnapshotMet
 	if len(names) == 0 {
 		return SnapshotMeta{}, nil, fmt.Errorf("%s snapshot of chain %s: %w", kind, chain, ErrNoSnapshot)
 	}
-	return s.get(ctx, names[len(names)-1])
+	meta, r, err := s.open(ctx, names[len(names)-1])
+	if err != nil {
+		return SnapshotMeta{}, nil, err
+	}
+	defer r.Close()
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return SnapshotMeta{}, nil, err
+	}
+	return meta, data, nil
 }
 
-// get reads the snapshot name and checks its authentication.
-func (s *Snapshots) get(ctx context.Context, name string) (SnapshotMeta, []byte, error) {
-	res, err := s.os.Get(ctx, name)
-	if err != nil {
-		return SnapshotMeta{}, nil, fmt.Errorf("get snapshot %s: %w", name, err)
-	}
-	defer res.Close()
-	info, err := res.Info()
-	if err != nil {
-		return SnapshotMeta{}, nil, fmt.Errorf("get snapshot %s: %w", name, err)
-	}
-	data, err := io.ReadAll(res)
+// getLegacy reads a snapshot stored as one object and checks its
+// authentication.
+func (s *Snapshots) getLegacy(ctx context.Context, name string, info *jetstream.ObjectInfo) (SnapshotMeta, []byte, error) {
+	data, err := s.os.GetBytes(ctx, name)
 	if err != nil {
 		return SnapshotMeta{}, nil, fmt.Errorf("%w: read %s: %w", ErrSnapshotRefused, name, err)
 	}
 	mb := info.Metadata[snapshotMetaKey]
-	if !hmac.Equal([]byte(s.mac([]byte(mb), data)), []byte(info.Metadata[snapshotMACKey])) {
+	if !hmac.Equal([]byte(s.legacyMAC([]byte(mb), data)), []byte(info.Metadata[snapshotMACKey])) {
 		return SnapshotMeta{}, nil, fmt.Errorf("%w: %s: authentication fails (altered, truncated or written under another key)", ErrSnapshotRefused, name)
 	}
 	var meta SnapshotMeta
@@ -244,64 +221,108 @@ func (s *Snapshots) Slot(kind, chain string, format int, ruleSet string) *Snapsh
 	return &SnapshotSlot{snaps: s, kind: kind, chain: chain, format: format, ruleSet: ruleSet}
 }
 
-// Save stores data, the state after the event at stream sequence seq, with
-// the hash of that event as the stream holds it now.
+// Save stores data, the state after the event at stream sequence seq (see
+// SaveParts).
 func (sl *SnapshotSlot) Save(ctx context.Context, seq uint64, data []byte) error {
+	return sl.SaveParts(ctx, seq, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// SaveParts stores what write writes, the state after the event at stream
+// sequence seq, with the hash of that event as the stream holds it now,
+// in parts of at most SnapshotConfig.PartBytes as write goes.
+func (sl *SnapshotSlot) SaveParts(ctx context.Context, seq uint64, write func(io.Writer) error) error {
 	head, err := sl.snaps.store.HeadAt(ctx, sl.chain, seq)
 	if err != nil {
 		return fmt.Errorf("save %s snapshot: %w", sl.kind, err)
 	}
-	return sl.snaps.Put(ctx, SnapshotMeta{Kind: sl.kind, Chain: sl.chain, Sequence: seq, ChainSeq: head.ChainSeq, Head: head.Hash,
-		Format: sl.format, RuleSet: sl.ruleSet, CreatedAt: time.Now().UTC()}, data)
+	return sl.snaps.PutParts(ctx, SnapshotMeta{Kind: sl.kind, Chain: sl.chain, Sequence: seq, ChainSeq: head.ChainSeq, Head: head.Hash,
+		Format: sl.format, RuleSet: sl.ruleSet, CreatedAt: time.Now().UTC()}, write)
 }
 
-// Load returns the newest snapshot that passes every check, and its
-// sequence: its authentication, its format and rule set, and the stream
-// still holding, at its sequence, the event whose hash it names. Newer
-// snapshots that fail one (a store cut short, another build's format) are
-// skipped, each with the reason, which the caller logs; an older one still
-// saves most of the replay. A snapshot is never trusted over the stream:
-// the error (ErrNoSnapshot, or the last refusal when none passes) means
-// replaying from the start.
+// Load returns the newest snapshot that passes every check, whole, and its
+// sequence (see LoadParts).
 func (sl *SnapshotSlot) Load(ctx context.Context) (seq uint64, data []byte, skipped []error, err error) {
-	names, err := sl.snaps.names(ctx, sl.kind, sl.chain)
+	seq, skipped, err = sl.LoadParts(ctx, func(_ uint64, r io.Reader) error {
+		data, err = io.ReadAll(r)
+		return err
+	})
 	if err != nil {
-		return 0, nil, nil, err
+		return 0, nil, skipped, err
 	}
-	if len(names) == 0 {
-		return 0, nil, nil, fmt.Errorf("%s snapshot of chain %s: %w", sl.kind, sl.chain, ErrNoSnapshot)
-	}
-	for i := len(names) - 1; i >= 0; i-- {
-		seq, data, err = sl.check(ctx, names[i])
-		if err == nil {
-			return seq, data, skipped, nil
-		}
-		skipped = append(skipped, err)
-	}
-	return 0, nil, skipped[:len(skipped)-1], err
+	return seq, data, skipped, nil
 }
 
-// check reads the snapshot name and checks it (see Load).
-func (sl *SnapshotSlot) check(ctx context.Context, name string) (uint64, []byte, error) {
-	meta, data, err := sl.snaps.get(ctx, name)
+// LoadParts hands read the data of the newest snapshot that passes every
+// check, as its parts arrive, and returns its sequence: its manifest's
+// authentication, its format and rule set, the stream still holding, at
+// its sequence, the event whose hash it names, and, as read reads them,
+// each part's authentication. Newer snapshots that fail one (a store cut
+// short, a part lost or altered, another build's format) are skipped, each
+// with the reason, which the caller logs; an older one still saves most of
+// the replay. read must read its reader to the end and may be called
+// again for an older snapshot when a part fails: it must start from
+// nothing each time. An error of read's own (the data does not decode) is
+// returned as it is, no older snapshot tried. A snapshot is never trusted
+// over the stream: the error (ErrNoSnapshot, or the last refusal when none
+// passes) means replaying from the start.
+func (sl *SnapshotSlot) LoadParts(ctx context.Context, read func(seq uint64, r io.Reader) error) (seq uint64, skipped []error, err error) {
+	names, err := sl.snaps.names(ctx, sl.kind, sl.chain)
 	if err != nil {
 		return 0, nil, err
 	}
+	if len(names) == 0 {
+		return 0, nil, fmt.Errorf("%s snapshot of chain %s: %w", sl.kind, sl.chain, ErrNoSnapshot)
+	}
+	for i := len(names) - 1; i >= 0; i-- {
+		seq, err = sl.load(ctx, names[i], read)
+		if err == nil {
+			return seq, skipped, nil
+		}
+		if !errors.Is(err, ErrSnapshotRefused) {
+			return 0, skipped, err
+		}
+		skipped = append(skipped, err)
+	}
+	return 0, skipped[:len(skipped)-1], err
+}
+
+// load checks the snapshot name and hands its data to read (see
+// LoadParts).
+func (sl *SnapshotSlot) load(ctx context.Context, name string, read func(uint64, io.Reader) error) (uint64, error) {
+	meta, r, err := sl.snaps.open(ctx, name)
+	if err != nil {
+		return 0, err
+	}
+	defer r.Close()
 	switch {
 	case meta.Kind != sl.kind || meta.Chain != sl.chain:
-		return 0, nil, fmt.Errorf("%w: %s: names %s of chain %s", ErrSnapshotRefused, name, meta.Kind, meta.Chain)
+		return 0, fmt.Errorf("%w: %s: names %s of chain %s", ErrSnapshotRefused, name, meta.Kind, meta.Chain)
 	case meta.Format != sl.format:
-		return 0, nil, fmt.Errorf("%w: %s: format version %d, this build reads %d", ErrSnapshotRefused, name, meta.Format, sl.format)
+		return 0, fmt.Errorf("%w: %s: format version %d, this build reads %d", ErrSnapshotRefused, name, meta.Format, sl.format)
 	case meta.RuleSet != sl.ruleSet:
-		return 0, nil, fmt.Errorf("%w: %s: rule set %s, this build runs %s", ErrSnapshotRefused, name, meta.RuleSet, sl.ruleSet)
+		return 0, fmt.Errorf("%w: %s: rule set %s, this build runs %s", ErrSnapshotRefused, name, meta.RuleSet, sl.ruleSet)
 	}
 	head, err := sl.snaps.store.HeadAt(ctx, sl.chain, meta.Sequence)
 	if err != nil {
-		return 0, nil, fmt.Errorf("%w: %s: %w", ErrSnapshotRefused, name, err)
+		return 0, fmt.Errorf("%w: %s: %w", ErrSnapshotRefused, name, err)
 	}
 	if head.Hash != meta.Head || head.ChainSeq != meta.ChainSeq {
-		return 0, nil, fmt.Errorf("%w: %s: the stream holds event %s (chain position %d) at sequence %d, the snapshot names %s (%d)",
+		return 0, fmt.Errorf("%w: %s: the stream holds event %s (chain position %d) at sequence %d, the snapshot names %s (%d)",
 			ErrSnapshotRefused, name, head.Hash, head.ChainSeq, meta.Sequence, meta.Head, meta.ChainSeq)
 	}
-	return meta.Sequence, data, nil
+	if err := read(meta.Sequence, r); err != nil {
+		return 0, err
+	}
+	// Every part must have been read and authenticated: data the decoder
+	// left unread is a snapshot it does not understand.
+	if n, err := r.Read(make([]byte, 1)); n > 0 || !errors.Is(err, io.EOF) {
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+		return 0, fmt.Errorf("%s: the data goes on after its end", name)
+	}
+	return meta.Sequence, nil
 }

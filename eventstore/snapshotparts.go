@@ -1,0 +1,310 @@
+package eventstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// SnapshotPartBytesMax bounds one part of a snapshot. A snapshot is stored
+// as parts, each one Object Store object awaited before the next is sent:
+// the embedded server refuses (429) a stream's ingest past 128 MiB
+// buffered, and one object of a few hundred MB (the read models' after a
+// sold-out block) was never stored whole (docs/snapshots.md).
+const SnapshotPartBytesMax = 16 << 20
+
+// snapshotPrefetch is how many parts a reader fetches ahead of the one
+// being decoded: the next parts download while the decoder works.
+const snapshotPrefetch = 3
+
+// snapshotManifestKey marks a manifest object; its value is the
+// manifest's layout version.
+const (
+	snapshotManifestKey     = "tresor-manifest"
+	snapshotManifestVersion = "1"
+)
+
+// snapshotManifest names a snapshot's parts: the snapshot is complete and
+// trusted only as its manifest says, and the manifest is written last.
+type snapshotManifest struct {
+	SnapshotMeta
+	// ID is random, drawn for each snapshot: part MACs cover it, so that a
+	// part of another snapshot (even one at the same sequence) is refused.
+	ID    string         `json:"id"`
+	Parts []snapshotPart `json:"parts"`
+}
+
+// snapshotPart is one part's size and MAC.
+type snapshotPart struct {
+	Bytes int    `json:"bytes"`
+	MAC   string `json:"mac"`
+}
+
+// partName names part i of the snapshot whose manifest is name: parts sort
+// after their manifest's sequence and are listed apart from manifests.
+func partName(manifest, id string, i int) string {
+	return fmt.Sprintf("part.%s.%s.%06d", manifest, id, i)
+}
+
+// manifestMAC authenticates a manifest under its name.
+func (s *Snapshots) manifestMAC(name string, manifest []byte) string {
+	h := hmac.New(sha256.New, s.cfg.Key)
+	h.Write([]byte("tresor/snapshot-manifest\x00" + name + "\x00"))
+	h.Write(manifest)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// partMAC authenticates part i of the snapshot named manifest with id: a
+// part moved to another index or snapshot fails it.
+func (s *Snapshots) partMAC(manifest, id string, i int, data []byte) string {
+	h := hmac.New(sha256.New, s.cfg.Key)
+	h.Write([]byte("tresor/snapshot-part\x00" + manifest + "\x00" + id + "\x00"))
+	h.Write(binary.BigEndian.AppendUint64(nil, uint64(i)))
+	h.Write(data)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// partWriter stores what is written to it as parts of at most max bytes.
+type partWriter struct {
+	ctx      context.Context
+	s        *Snapshots
+	manifest snapshotManifest
+	name     string
+	buf      []byte
+	max      int
+}
+
+func (w *partWriter) Write(p []byte) (int, error) {
+	n := len(p)
+	for len(p) > 0 {
+		take := min(len(p), w.max-len(w.buf))
+		w.buf = append(w.buf, p[:take]...)
+		p = p[take:]
+		if len(w.buf) == w.max {
+			if err := w.flush(); err != nil {
+				return n - len(p), err
+			}
+		}
+	}
+	return n, nil
+}
+
+// flush stores the buffered bytes as the next part and waits for the
+// server to acknowledge it before more are sent.
+func (w *partWriter) flush() error {
+	if len(w.buf) == 0 {
+		return nil
+	}
+	i := len(w.manifest.Parts)
+	name := partName(w.name, w.manifest.ID, i)
+	if _, err := w.s.os.PutBytes(w.ctx, name, w.buf); err != nil {
+		return fmt.Errorf("put snapshot part %s: %w", name, err)
+	}
+	w.manifest.Parts = append(w.manifest.Parts, snapshotPart{Bytes: len(w.buf), MAC: w.s.partMAC(w.name, w.manifest.ID, i, w.buf)})
+	w.manifest.Bytes += len(w.buf)
+	w.buf = w.buf[:0]
+	return nil
+}
+
+// PutParts stores what write writes as a snapshot described by meta: parts
+// of at most SnapshotConfig.PartBytes stored as write goes (so that write
+// can stream its encoding without holding it whole), then a manifest naming
+// them, written last; then it deletes the oldest snapshots beyond Keep.
+func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(io.Writer) error) error {
+	var id [16]byte
+	if _, err := rand.Read(id[:]); err != nil {
+		return fmt.Errorf("put snapshot: %w", err)
+	}
+	meta.Bytes = 0
+	w := &partWriter{ctx: ctx, s: s, name: snapshotName(meta.Kind, meta.Chain, meta.Sequence),
+		manifest: snapshotManifest{SnapshotMeta: meta, ID: hex.EncodeToString(id[:])}, max: s.cfg.PartBytes}
+	err := write(w)
+	if err == nil {
+		err = w.flush()
+	}
+	var mb []byte
+	if err == nil {
+		mb, err = json.Marshal(&w.manifest)
+	}
+	if err == nil {
+		om := jetstream.ObjectMeta{Name: w.name, Metadata: map[string]string{snapshotManifestKey: snapshotManifestVersion, snapshotMACKey: s.manifestMAC(w.name, mb)}}
+		if _, err = s.os.Put(ctx, om, bytes.NewReader(mb)); err != nil {
+			err = fmt.Errorf("put snapshot manifest %s: %w", w.name, err)
+		}
+	}
+	if err != nil {
+		// The parts stored so far are orphans; a later prune deletes them
+		// once older than every snapshot kept.
+		return fmt.Errorf("put snapshot %s: %w", w.name, err)
+	}
+	return s.prune(ctx, meta.Kind, meta.Chain)
+}
+
+// prune deletes the oldest snapshots beyond Keep, and every part older
+// than the oldest snapshot kept: those of the snapshots deleted and those
+// a store cut short left without a manifest. Parts at or after it may be
+// a store in progress.
+func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
+	infos, err := s.os.List(ctx)
+	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return fmt.Errorf("list snapshots: %w", err)
+	}
+	names := manifestNames(infos, kind, chain)
+	drop := names[:max(len(names)-s.cfg.Keep, 0)]
+	for _, old := range drop {
+		if err := s.os.Delete(ctx, old); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+			return fmt.Errorf("prune snapshot %s: %w", old, err)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	oldest := names[len(drop)]
+	prefix := "part." + kind + "." + chain + "."
+	for _, in := range infos {
+		// A part's name begins with its manifest's, whose sequence is
+		// zero-padded: names compare as sequences.
+		if !in.Deleted && strings.HasPrefix(in.Name, prefix) && in.Name < "part."+oldest {
+			if err := s.os.Delete(ctx, in.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+				return fmt.Errorf("prune snapshot part %s: %w", in.Name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// open authenticates the snapshot name's manifest (or, for a snapshot
+// stored as one object by an older build, the whole object) and returns a
+// reader of its data that fetches the parts ahead and refuses, with an
+// error wrapping ErrSnapshotRefused, any part that fails its size or MAC.
+// The caller closes it.
+func (s *Snapshots) open(ctx context.Context, name string) (SnapshotMeta, io.ReadCloser, error) {
+	info, err := s.os.GetInfo(ctx, name)
+	if err != nil {
+		return SnapshotMeta{}, nil, fmt.Errorf("%w: get snapshot %s: %w", ErrSnapshotRefused, name, err)
+	}
+	if _, ok := info.Metadata[snapshotManifestKey]; !ok {
+		meta, data, err := s.getLegacy(ctx, name, info)
+		if err != nil {
+			return SnapshotMeta{}, nil, err
+		}
+		return meta, io.NopCloser(bytes.NewReader(data)), nil
+	}
+	if v := info.Metadata[snapshotManifestKey]; v != snapshotManifestVersion {
+		return SnapshotMeta{}, nil, fmt.Errorf("%w: %s: manifest version %s, this build reads %s", ErrSnapshotRefused, name, v, snapshotManifestVersion)
+	}
+	mb, err := s.os.GetBytes(ctx, name)
+	if err != nil {
+		return SnapshotMeta{}, nil, fmt.Errorf("%w: read %s: %w", ErrSnapshotRefused, name, err)
+	}
+	if !hmac.Equal([]byte(s.manifestMAC(name, mb)), []byte(info.Metadata[snapshotMACKey])) {
+		return SnapshotMeta{}, nil, fmt.Errorf("%w: %s: manifest authentication fails (altered or written under another key)", ErrSnapshotRefused, name)
+	}
+	var m snapshotManifest
+	if err := json.Unmarshal(mb, &m); err != nil {
+		return SnapshotMeta{}, nil, fmt.Errorf("%w: %s: manifest: %w", ErrSnapshotRefused, name, err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	ch := make(chan partResult, snapshotPrefetch-1)
+	go s.fetchParts(ctx, name, &m, ch)
+	return m.SnapshotMeta, &partReader{parts: ch, cancel: cancel}, nil
+}
+
+// partResult is one part fetched and checked, or why it is refused.
+type partResult struct {
+	data []byte
+	err  error
+}
+
+// fetchParts fetches the manifest's parts in order, checks each and hands
+// it on, until the last or ctx ends.
+func (s *Snapshots) fetchParts(ctx context.Context, name string, m *snapshotManifest, out chan<- partResult) {
+	defer close(out)
+	for i, p := range m.Parts {
+		var res partResult
+		pn := partName(name, m.ID, i)
+		res.data, res.err = s.os.GetBytes(ctx, pn)
+		switch {
+		case res.err != nil:
+			res.err = fmt.Errorf("%w: %s: part %d of %d: %w", ErrSnapshotRefused, name, i, len(m.Parts), res.err)
+		case len(res.data) != p.Bytes:
+			res.err = fmt.Errorf("%w: %s: part %d of %d holds %d bytes, the manifest says %d", ErrSnapshotRefused, name, i, len(m.Parts), len(res.data), p.Bytes)
+		case !hmac.Equal([]byte(s.partMAC(name, m.ID, i, res.data)), []byte(p.MAC)):
+			res.err = fmt.Errorf("%w: %s: part %d of %d: authentication fails (altered, of another snapshot or written under another key)", ErrSnapshotRefused, name, i, len(m.Parts))
+		}
+		select {
+		case out <- res:
+		case <-ctx.Done():
+			return
+		}
+		if res.err != nil {
+			return
+		}
+	}
+}
+
+// partReader reads the parts fetchParts hands on, in order.
+type partReader struct {
+	parts  <-chan partResult
+	cur    []byte
+	err    error
+	cancel context.CancelFunc
+}
+
+func (r *partReader) Read(p []byte) (int, error) {
+	for len(r.cur) == 0 {
+		if r.err != nil {
+			return 0, r.err
+		}
+		res, ok := <-r.parts
+		switch {
+		case !ok:
+			r.err = io.EOF
+		case res.err != nil:
+			r.err = res.err
+		default:
+			r.cur = res.data
+		}
+	}
+	n := copy(p, r.cur)
+	r.cur = r.cur[n:]
+	return n, nil
+}
+
+// Close stops the fetching of parts not read yet.
+func (r *partReader) Close() error {
+	r.cancel()
+	return nil
+}
+
+// manifestNames lists the snapshots of a kind and chain among infos, oldest
+// first: objects named kind.chain.<sequence>, not their parts.
+func manifestNames(infos []*jetstream.ObjectInfo, kind, chain string) []string {
+	prefix := kind + "." + chain + "."
+	var out []string
+	for _, in := range infos {
+		if in.Deleted || !strings.HasPrefix(in.Name, prefix) {
+			continue
+		}
+		if seq := strings.TrimPrefix(in.Name, prefix); len(seq) == 20 {
+			if _, err := strconv.ParseUint(seq, 10, 64); err == nil {
+				out = append(out, in.Name)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,272 @@
+package eventstore_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// partsConfig stores snapshots in parts of 1 000 bytes, so that a few KB
+// make several.
+var partsConfig = eventstore.SnapshotConfig{Key: snapKey, PartBytes: 1000, Keep: 10}
+
+// TestASnapshotWithABadPartOrManifestFallsBackToTheOlderOne: whatever
+// happened to the newest snapshot's parts or manifest, Load names why it
+// skips it and returns the older one whole.
+func TestASnapshotWithABadPartOrManifestFallsBackToTheOlderOne(t *testing.T) {
+	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, 2*time.Minute)
+	snaps, err := store.OpenSnapshots(ctx, partsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os := snapshotBucket(t, store)
+	older, newer := pattern(3500, 1), pattern(3500, 2)
+	for i, c := range []struct {
+		name, reason string
+		alter        func(t *testing.T, manifest string, parts, olderParts []string)
+	}{
+		{"a part altered", "part 1 of 4: authentication fails", func(t *testing.T, _ string, parts, _ []string) {
+			b := getBytes(t, os, parts[1])
+			b[10] ^= 1
+			putBytes(t, os, parts[1], b)
+		}},
+		{"a part cut short", "part 2 of 4 holds 500 bytes, the manifest says 1000", func(t *testing.T, _ string, parts, _ []string) {
+			putBytes(t, os, parts[2], getBytes(t, os, parts[2])[:500])
+		}},
+		{"a part missing", "part 3 of 4: nats: object not found", func(t *testing.T, _ string, parts, _ []string) {
+			if err := os.Delete(ctx, parts[3]); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"a part of another snapshot", "part 0 of 4: authentication fails", func(t *testing.T, _ string, parts, olderParts []string) {
+			putBytes(t, os, parts[0], getBytes(t, os, olderParts[0]))
+		}},
+		{"the manifest altered", "manifest authentication fails", func(t *testing.T, manifest string, _, _ []string) {
+			info, err := os.GetInfo(ctx, manifest)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := bytes.Replace(getBytes(t, os, manifest), []byte(`"bytes":3500`), []byte(`"bytes":3000`), 1)
+			if _, err := os.Put(ctx, jetstream.ObjectMeta{Name: manifest, Metadata: info.Metadata}, bytes.NewReader(b)); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			// given two snapshots of four parts each
+			chain := fmt.Sprint("c", i)
+			slot, seqs := twoSnapshots(t, store, snaps, chain, older, newer)
+			seq, data, skipped, err := slot.Load(ctx)
+			if err != nil || seq != seqs[1] || !bytes.Equal(data, newer) || len(skipped) != 0 {
+				t.Fatalf("untouched: seq %d, %d bytes, skipped %v, %v", seq, len(data), skipped, err)
+			}
+			manifest := fmt.Sprintf("writer.%s.%020d", chain, seqs[1])
+			parts := partsOf(t, os, manifest)
+			if len(parts) != 4 {
+				t.Fatalf("parts %v, want 4", parts)
+			}
+			// when the newest is altered
+			c.alter(t, manifest, parts, partsOf(t, os, fmt.Sprintf("writer.%s.%020d", chain, seqs[0])))
+			// then Load skips it, saying why, for the older, whole
+			seq, data, skipped, err = slot.Load(ctx)
+			if err != nil || seq != seqs[0] || !bytes.Equal(data, older) {
+				t.Fatalf("altered: seq %d, %d bytes, %v; want the older at %d", seq, len(data), err, seqs[0])
+			}
+			if len(skipped) != 1 || !errors.Is(skipped[0], eventstore.ErrSnapshotRefused) || !strings.Contains(skipped[0].Error(), c.reason) {
+				t.Fatalf("skipped %v, want one naming %q", skipped, c.reason)
+			}
+		})
+	}
+}
+
+// TestLoadPartsReturnsTheDecodersOwnErrors: a snapshot whose parts all
+// pass but whose data the decoder refuses, or does not read to its end, is
+// not retried with an older one: the caller replays.
+func TestLoadPartsReturnsTheDecodersOwnErrors(t *testing.T) {
+	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	snaps, err := store.OpenSnapshots(ctx, partsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot, _ := twoSnapshots(t, store, snaps, "c1", pattern(2500, 1), pattern(2500, 2))
+	bad := errors.New("does not decode")
+	calls := 0
+	if _, skipped, err := slot.LoadParts(ctx, func(uint64, io.Reader) error { calls++; return bad }); !errors.Is(err, bad) || calls != 1 || len(skipped) != 0 {
+		t.Fatalf("decoder's error: %v after %d calls, skipped %v", err, calls, skipped)
+	}
+	half := func(_ uint64, r io.Reader) error { _, err := io.ReadFull(r, make([]byte, 1200)); return err }
+	if _, _, err := slot.LoadParts(ctx, half); err == nil || !strings.Contains(err.Error(), "goes on after its end") {
+		t.Fatalf("data left unread: %v", err)
+	}
+}
+
+// TestASnapshotStoredAsOneObjectStillLoads: a snapshot an older build
+// stored as one object is read, and refused when altered.
+func TestASnapshotStoredAsOneObjectStillLoads(t *testing.T) {
+	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	snaps, err := store.OpenSnapshots(ctx, partsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := store.HeadAt(ctx, "c1", seqs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := pattern(5000, 3)
+	meta, err := json.Marshal(eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: seqs[0], ChainSeq: head.ChainSeq, Head: head.Hash, Format: 1, RuleSet: "r", Bytes: len(data)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := hmac.New(sha256.New, snapKey)
+	h.Write(meta)
+	h.Write([]byte{0})
+	h.Write(data)
+	os := snapshotBucket(t, store)
+	put := func(data []byte) {
+		t.Helper()
+		om := jetstream.ObjectMeta{Name: fmt.Sprintf("writer.c1.%020d", seqs[0]), Metadata: map[string]string{"tresor-snapshot": string(meta), "tresor-hmac": hex.EncodeToString(h.Sum(nil))}}
+		if _, err := os.Put(ctx, om, bytes.NewReader(data)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put(data)
+	slot := snaps.Slot("writer", "c1", 1, "r")
+	if seq, got, _, err := slot.Load(ctx); err != nil || seq != seqs[0] || !bytes.Equal(got, data) {
+		t.Fatalf("one-object snapshot: seq %d, %d bytes, %v", seq, len(got), err)
+	}
+	put(data[:4000])
+	if _, _, _, err := slot.Load(ctx); !errors.Is(err, eventstore.ErrSnapshotRefused) || !strings.Contains(err.Error(), "authentication fails") {
+		t.Fatalf("one-object snapshot cut short: %v", err)
+	}
+}
+
+// TestPruningDeletesTheParts: the snapshots beyond Keep go with their
+// parts, and so do parts without a manifest older than every snapshot kept
+// (a store cut short); a newer one may be a store in progress and stays.
+func TestPruningDeletesTheParts(t *testing.T) {
+	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	cfg := partsConfig
+	cfg.Keep = 2
+	snaps, err := store.OpenSnapshots(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{
+		eventstoretest.Ev("T", "a", "1", 1), eventstoretest.Ev("T", "a", "1", 2), eventstoretest.Ev("T", "a", "1", 3)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	os := snapshotBucket(t, store)
+	below := fmt.Sprintf("part.writer.c1.%020d.cut.000000", seqs[0])
+	above := fmt.Sprintf("part.writer.c1.%020d.inprogress.000000", seqs[2]+1)
+	putBytes(t, os, below, []byte("orphan"))
+	putBytes(t, os, above, []byte("orphan"))
+	slot := snaps.Slot("writer", "c1", 1, "r")
+	for i, seq := range seqs {
+		if err := slot.Save(ctx, seq, pattern(2500, byte(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := objectNames(t, os)
+	want := []string{fmt.Sprintf("writer.c1.%020d", seqs[1]), fmt.Sprintf("writer.c1.%020d", seqs[2]), above}
+	for _, m := range want[:2] {
+		want = append(want, partsOf(t, os, m)...)
+	}
+	slices.Sort(want)
+	if !slices.Equal(names, want) || len(want) != 9 {
+		t.Fatalf("objects kept:\n%v\nwant:\n%v", names, want)
+	}
+}
+
+// twoSnapshots appends two events to chain and saves older at the first,
+// newer at the second.
+func twoSnapshots(t *testing.T, store *eventstore.NATSStore, snaps *eventstore.Snapshots, chain string, older, newer []byte) (*eventstore.SnapshotSlot, []uint64) {
+	t.Helper()
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	seqs, err := store.Append(ctx, chain, eventstore.AppendRequest{Events: []eventstore.Event{
+		eventstoretest.Ev("T", "a", "1", 1), eventstoretest.Ev("T", "a", "1", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := snaps.Slot("writer", chain, 1, "r")
+	for i, data := range [][]byte{older, newer} {
+		if err := slot.Save(ctx, seqs[i], data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return slot, seqs
+}
+
+// pattern returns n bytes that differ with seed and position.
+func pattern(n int, seed byte) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i*7) + seed
+	}
+	return b
+}
+
+// objectNames lists the bucket's objects, sorted.
+func objectNames(t *testing.T, os jetstream.ObjectStore) []string {
+	t.Helper()
+	infos, err := os.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, in := range infos {
+		names = append(names, in.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// partsOf lists the parts of the snapshot manifest, in order.
+func partsOf(t *testing.T, os jetstream.ObjectStore, manifest string) []string {
+	t.Helper()
+	var parts []string
+	for _, n := range objectNames(t, os) {
+		if strings.HasPrefix(n, "part."+manifest+".") {
+			parts = append(parts, n)
+		}
+	}
+	return parts
+}
+
+func getBytes(t *testing.T, os jetstream.ObjectStore, name string) []byte {
+	t.Helper()
+	b, err := os.GetBytes(context.Background(), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func putBytes(t *testing.T, os jetstream.ObjectStore, name string, b []byte) {
+	t.Helper()
+	if _, err := os.PutBytes(context.Background(), name, b); err != nil {
+		t.Fatal(err)
+	}
+}
