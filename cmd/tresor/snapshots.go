@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"time"
 
@@ -16,14 +17,6 @@ import (
 // snapshot bucket, beside the writer's.
 const projectionSnapshotKind = "projections"
 
-// projectionSnapshotMax bounds the read models' snapshot: the embedded
-// server refused or stalled on objects past about 128 MB (docs/snapshots.md),
-// and the read models hold the whole history (about 1.3 GB after a sold-out
-// block). Past the bound serve stops taking them, since history only
-// grows, and the read models apply the stream at start as without
-// snapshots.
-const projectionSnapshotMax = 64 << 20
-
 // projectionSnapshots saves and reloads serve's in-memory read models, so
 // that the embedded default is ready without applying the whole stream.
 // PostgreSQL read models keep their own checkpoint and need none.
@@ -34,8 +27,6 @@ type projectionSnapshots struct {
 	log      *slog.Logger
 	// saved is the checkpoint of the last snapshot taken or loaded.
 	saved uint64
-	// tooLarge is set once a snapshot was over projectionSnapshotMax.
-	tooLarge bool
 }
 
 // newProjectionSnapshots returns the snapshots of store, nil when
@@ -53,17 +44,20 @@ func newProjectionSnapshots(snaps *eventstore.Snapshots, store any, rules *domai
 // store; without one, the runner applies the stream from the start.
 func (p *projectionSnapshots) restore(ctx context.Context) {
 	start := time.Now()
-	seq, data, skipped, err := p.slot.Load(ctx)
+	var read int64
+	seq, skipped, err := p.slot.LoadParts(ctx, func(_ uint64, r io.Reader) error {
+		cr := &countingReader{r: r}
+		err := p.store.Restore(cr)
+		read = cr.n
+		return err
+	})
 	for _, why := range skipped {
 		p.log.Warn("projections snapshot skipped for an older one", "reason", why)
-	}
-	if err == nil {
-		err = p.store.Restore(data)
 	}
 	switch {
 	case err == nil:
 		p.saved = seq
-		p.log.Info("projections start from a snapshot", "seq", seq, "bytes", len(data), "after", time.Since(start).Round(time.Millisecond))
+		p.log.Info("projections start from a snapshot", "seq", seq, "bytes", read, "after", time.Since(start).Round(time.Millisecond))
 	case errors.Is(err, eventstore.ErrNoSnapshot):
 		p.log.Info("no projections snapshot: applying the whole stream")
 	default:
@@ -73,10 +67,10 @@ func (p *projectionSnapshots) restore(ctx context.Context) {
 
 // run takes a snapshot every p.interval if any event was applied, until
 // ctx ends. Unlike the writer's, the read models' snapshot holds the whole
-// history (every play, every journal line: about 1.3 GB after a sold-out
-// block) and batches wait while it encodes, so it is not taken every
-// --snapshot-every events: during a catch-up that would spend the catch-up
-// encoding.
+// history (every play, every journal line: about 143 MB after a sold-out
+// block) and its encoding takes one of the two cores for seconds, so it is
+// not taken every --snapshot-every events: during a catch-up that would
+// spend the catch-up encoding.
 func (p *projectionSnapshots) run(ctx context.Context, applied func() uint64) {
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()
@@ -86,35 +80,45 @@ func (p *projectionSnapshots) run(ctx context.Context, applied func() uint64) {
 			return
 		case <-tick.C:
 		}
-		if applied() > p.saved && !p.tooLarge {
+		if applied() > p.saved {
 			p.save(ctx)
 		}
 	}
 }
 
-// save encodes the store and stores the snapshot; a failure is logged.
-// Batches wait while the store encodes; the writer does not.
+// save freezes the store's rows (batches wait a few milliseconds per
+// 100 000 plays), then encodes them outside the lock, streamed into the
+// snapshot's parts; a failure is logged. The writer does not wait.
 func (p *projectionSnapshots) save(ctx context.Context) {
-	if p.tooLarge {
-		return
-	}
 	start := time.Now()
-	seq, data, err := p.store.Encode()
-	if err == nil && len(data) > projectionSnapshotMax {
-		p.tooLarge = true
-		p.log.Warn("projections snapshots stopped: the read models are too large to store as one object; they apply the stream at start",
-			"seq", seq, "bytes", len(data), "max", projectionSnapshotMax)
+	frozen := p.store.Freeze()
+	held := time.Since(start)
+	seq := frozen.Checkpoint()
+	if seq <= p.saved {
 		return
 	}
-	if err == nil && seq > p.saved {
-		err = p.slot.Save(context.WithoutCancel(ctx), seq, data)
-	}
+	var n int64
+	err := p.slot.SaveParts(context.WithoutCancel(ctx), seq, func(w io.Writer) (err error) {
+		n, err = frozen.WriteTo(w)
+		return err
+	})
 	if err != nil {
 		p.log.Warn("projections snapshot not taken", "seq", seq, "err", err)
 		return
 	}
-	if seq > p.saved {
-		p.saved = seq
-		p.log.Info("projections snapshot taken", "seq", seq, "bytes", len(data), "after", time.Since(start).Round(time.Millisecond))
-	}
+	p.saved = seq
+	p.log.Info("projections snapshot taken", "seq", seq, "bytes", n, "freeze", held.Round(time.Microsecond),
+		"after", time.Since(start).Round(time.Millisecond))
+}
+
+// countingReader counts what it reads.
+type countingReader struct {
+	r io.Reader
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
 }

@@ -1,6 +1,7 @@
 package memstore_test
 
 import (
+	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -15,11 +16,7 @@ import (
 // a Runner, on 20 000 plays of a real 450 000-unit block (goal ≥ 300 000
 // events/s; pgstore's BenchmarkProjections measures it beside PostgreSQL).
 func BenchmarkApply(b *testing.B) {
-	rules, err := domain.DefaultRules()
-	if err != nil {
-		b.Fatal(err)
-	}
-	events := projectionstest.Busy(b, rules, 20_000).Events
+	rules, events := busy(b)
 	var elapsed time.Duration
 	for b.Loop() {
 		s := memstore.New(rules)
@@ -30,4 +27,57 @@ func BenchmarkApply(b *testing.B) {
 		elapsed += time.Since(start)
 	}
 	b.ReportMetric(float64(len(events))*float64(b.N)/elapsed.Seconds(), "events/s")
+}
+
+// busyPlays is the size of the benchmarks' stream, in plays.
+const busyPlays = 20_000
+
+// busy returns the default rules and the events of busyPlays plays of a
+// real block.
+func busy(b *testing.B) (*domain.RuleSet, []projections.Envelope) {
+	rules, err := domain.DefaultRules()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return rules, projectionstest.Busy(b, rules, busyPlays).Events
+}
+
+// BenchmarkSnapshot measures the read models' snapshot of 20 000 plays of
+// a real 450 000-unit block: its bytes per play, the time batches wait
+// (Freeze, under the lock), the encoding outside it, and a restore against
+// applying the same events from the first.
+func BenchmarkSnapshot(b *testing.B) {
+	rules, events := busy(b)
+	s := memstore.New(rules)
+	applyStart := time.Now()
+	if err := projections.NewRunner(projectionstest.NewLog(events), s).RunTo(context.Background(), uint64(len(events))); err != nil {
+		b.Fatal(err)
+	}
+	apply := time.Since(applyStart)
+	var held, encode, restore time.Duration
+	var size int
+	for b.Loop() {
+		start := time.Now()
+		f := s.Freeze()
+		held += time.Since(start)
+		var buf bytes.Buffer
+		start = time.Now()
+		if _, err := f.WriteTo(&buf); err != nil {
+			b.Fatal(err)
+		}
+		encode += time.Since(start)
+		size = buf.Len()
+		start = time.Now()
+		if err := memstore.New(rules).Restore(&buf); err != nil {
+			b.Fatal(err)
+		}
+		restore += time.Since(start)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(size), "bytes")
+	b.ReportMetric(float64(size)/busyPlays, "bytes/play")
+	b.ReportMetric(float64(held.Microseconds())/n/1000, "ms-under-lock")
+	b.ReportMetric(float64(encode.Microseconds())/n/1000, "ms-encode")
+	b.ReportMetric(float64(restore.Microseconds())/n/1000, "ms-restore")
+	b.ReportMetric(float64(apply.Microseconds())/1000, "ms-apply")
 }
