@@ -17,7 +17,10 @@ import (
 // (docs/snapshots.md). A change to what the ledger holds or how it is
 // written takes a new version: DecodeLedger refuses every other, and the
 // writer then replays the stream, as it would without a snapshot.
-const LedgerFormatVersion = 1
+//
+// Version 2 packs the idempotency keys in binary (Keys): one per stake in
+// the last 48 hours, they were most of version 1's bytes.
+const LedgerFormatVersion = 2
 
 // ErrSnapshotFormat is returned by DecodeLedger for an encoding it cannot
 // trust: another format version, another rule set, or bytes that do not
@@ -53,7 +56,9 @@ type ledgerJSON struct {
 	Blocks            []blockJSON     `json:"blocks"`
 	OpenBlocks        []openBlockJSON `json:"open_blocks"`
 	Plays             []playJSON      `json:"plays"`
-	Keys              []keyRecordJSON `json:"keys"`
+	// Keys are the keys still remembered, in the order they expire,
+	// packed (packKeys).
+	Keys []byte `json:"keys"`
 }
 
 type accountJSON struct {
@@ -148,20 +153,6 @@ type playJSON struct {
 	LastActivity int64  `json:"last_activity"`
 }
 
-type keyRecordJSON struct {
-	Player      string  `json:"player"`
-	Kind        KeyKind `json:"kind"`
-	Key         string  `json:"key"`
-	Request     string  `json:"request"`
-	At          int64   `json:"at"`
-	Play        string  `json:"play,omitempty"`
-	Balance     Amount  `json:"balance"`
-	Emission    string  `json:"emission,omitempty"`
-	OpenedBlock string  `json:"opened_block,omitempty"`
-	Throw       int     `json:"throw,omitempty"`
-	Ban         string  `json:"ban,omitempty"`
-}
-
 // unixNano and fromUnixNano write times as UTC nanoseconds, 0 for the zero
 // time (no self-exclusion term, no pending raise).
 func unixNano(t time.Time) int64 {
@@ -207,15 +198,7 @@ func EncodeLedger(l *Ledger) ([]byte, error) {
 		s.Plays = append(s.Plays, playJSON{ID: p.ID, Player: p.Player, Block: p.Block, Unit: p.Unit, Tier: p.Tier,
 			Stake: p.Stake, Salt: p.Salt[:], Throws: p.Throws, LastActivity: unixNano(p.LastActivity)})
 	}
-	for _, k := range l.keyQueue {
-		r := l.keys[k]
-		if r == nil {
-			continue
-		}
-		s.Keys = append(s.Keys, keyRecordJSON{Player: k.player, Kind: k.kind, Key: k.key, Request: r.Request,
-			At: unixNano(r.At), Play: r.Play, Balance: r.Balance, Emission: r.Emission, OpenedBlock: r.OpenedBlock,
-			Throw: r.Throw, Ban: r.Ban})
-	}
+	s.Keys = packKeys(l)
 	return json.Marshal(s)
 }
 
@@ -249,6 +232,13 @@ func encodeAccount(a *Account) accountJSON {
 // another rule set or bytes that do not decode or contradict themselves.
 // The ledger has no decks: the writer attaches them.
 func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
+	// The version is read first, from the first field, so that another
+	// version is named as such rather than as a field that does not decode.
+	if v, err := ledgerFormat(b); err != nil {
+		return nil, err
+	} else if v != LedgerFormatVersion {
+		return nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrSnapshotFormat, v, LedgerFormatVersion)
+	}
 	// A field this build does not know means another format, whatever
 	// its version says: refused, never half read.
 	var s ledgerJSON
@@ -311,13 +301,183 @@ func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
 		}
 		l.Plays[p.ID] = play
 	}
-	for _, k := range s.Keys {
-		key := idemKey{k.Player, k.Kind, k.Key}
-		l.keys[key] = &KeyRecord{Request: k.Request, At: fromUnixNano(k.At), Play: k.Play, Balance: k.Balance,
-			Emission: k.Emission, OpenedBlock: k.OpenedBlock, Throw: k.Throw, Ban: k.Ban}
-		l.keyQueue = append(l.keyQueue, key)
+	if err := unpackKeys(l, s.Keys); err != nil {
+		return nil, err
 	}
 	return l, nil
+}
+
+// ledgerFormat reads the format version, the first field EncodeLedger
+// writes, without reading further.
+func ledgerFormat(b []byte) (int, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var v int
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, fmt.Errorf("%w: not a ledger (%v)", ErrSnapshotFormat, err)
+	}
+	if t, err := dec.Token(); err != nil || t != "format" {
+		return 0, fmt.Errorf("%w: no format version first (%v)", ErrSnapshotFormat, err)
+	}
+	if err := dec.Decode(&v); err != nil {
+		return 0, fmt.Errorf("%w: format version: %w", ErrSnapshotFormat, err)
+	}
+	return v, nil
+}
+
+// packKeys writes the keys still remembered, in the order they expire:
+// their count, then for each the player, kind, key, request, time (the
+// difference from the previous key's, zigzag), play, balance, emission,
+// opened block, throw and ban. Strings that repeat (players, kinds,
+// requests, emissions, blocks, bans) are written once, then as 1 + their
+// index; client keys and plays, unique, as they are.
+func packKeys(l *Ledger) []byte {
+	p := keyPacker{strs: map[string]uint64{}}
+	live := 0
+	for _, k := range l.keyQueue {
+		if l.keys[k] != nil {
+			live++
+		}
+	}
+	p.u(uint64(live))
+	for _, k := range l.keyQueue {
+		r := l.keys[k]
+		if r == nil {
+			continue
+		}
+		p.str(k.player)
+		p.str(string(k.kind))
+		p.plain(k.key)
+		p.str(r.Request)
+		at := unixNano(r.At)
+		d := at - p.at
+		p.u(uint64(d<<1 ^ d>>63))
+		p.at = at
+		p.plain(r.Play)
+		p.i(int64(r.Balance))
+		p.str(r.Emission)
+		p.str(r.OpenedBlock)
+		p.i(int64(r.Throw))
+		p.str(r.Ban)
+	}
+	return p.b
+}
+
+// keyPacker is packKeys' writer.
+type keyPacker struct {
+	b    []byte
+	strs map[string]uint64
+	at   int64
+}
+
+func (p *keyPacker) u(v uint64) { p.b = binary.AppendUvarint(p.b, v) }
+func (p *keyPacker) i(v int64)  { p.b = binary.AppendVarint(p.b, v) }
+
+func (p *keyPacker) plain(s string) {
+	p.u(uint64(len(s)))
+	p.b = append(p.b, s...)
+}
+
+func (p *keyPacker) str(s string) {
+	if i, ok := p.strs[s]; ok {
+		p.u(i + 1)
+		return
+	}
+	p.strs[s] = uint64(len(p.strs))
+	p.u(0)
+	p.plain(s)
+}
+
+// keyUnpacker reads what keyPacker wrote; its first error sticks.
+type keyUnpacker struct {
+	b    []byte
+	strs []string
+	at   int64
+	err  error
+}
+
+func (p *keyUnpacker) u() uint64 {
+	v, n := binary.Uvarint(p.b)
+	if n <= 0 {
+		p.fail()
+		return 0
+	}
+	p.b = p.b[n:]
+	return v
+}
+
+func (p *keyUnpacker) i() int64 {
+	v, n := binary.Varint(p.b)
+	if n <= 0 {
+		p.fail()
+		return 0
+	}
+	p.b = p.b[n:]
+	return v
+}
+
+func (p *keyUnpacker) fail() {
+	if p.err == nil {
+		p.err = fmt.Errorf("%w: keys: malformed", ErrSnapshotFormat)
+	}
+	p.b = nil
+}
+
+func (p *keyUnpacker) plain() string {
+	n := p.u()
+	if n > uint64(len(p.b)) {
+		p.fail()
+		return ""
+	}
+	s := string(p.b[:n])
+	p.b = p.b[n:]
+	return s
+}
+
+func (p *keyUnpacker) str() string {
+	i := p.u()
+	if i == 0 {
+		s := p.plain()
+		if p.err == nil {
+			p.strs = append(p.strs, s)
+		}
+		return s
+	}
+	if i > uint64(len(p.strs)) {
+		p.fail()
+		return ""
+	}
+	return p.strs[i-1]
+}
+
+// unpackKeys reads the keys packKeys wrote into l.
+func unpackKeys(l *Ledger, b []byte) error {
+	p := keyUnpacker{b: b}
+	n := p.u()
+	if n > uint64(len(b)) {
+		p.fail()
+	}
+	l.keyQueue = make([]idemKey, 0, n)
+	for range n {
+		if p.err != nil {
+			break
+		}
+		k := idemKey{player: p.str(), kind: KeyKind(p.str()), key: p.plain()}
+		r := &KeyRecord{Request: p.str()}
+		z := p.u()
+		p.at += int64(z>>1) ^ -int64(z&1)
+		r.At = fromUnixNano(p.at)
+		r.Play = p.plain()
+		r.Balance = Amount(p.i())
+		r.Emission, r.OpenedBlock = p.str(), p.str()
+		r.Throw = int(p.i())
+		r.Ban = p.str()
+		l.keys[k] = r
+		l.keyQueue = append(l.keyQueue, k)
+	}
+	if p.err == nil && len(p.b) > 0 {
+		p.err = fmt.Errorf("%w: keys: %d bytes after the last", ErrSnapshotFormat, len(p.b))
+	}
+	return p.err
 }
 
 func decodeAccount(a accountJSON) (*Account, error) {

@@ -2,9 +2,11 @@ package domain
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 )
@@ -224,16 +226,35 @@ func TestLedgerSnapshotsOfAnotherFormatOrRuleSetAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, c := range map[string]struct {
-		rules *RuleSet
-		b     []byte
+		rules  *RuleSet
+		b      []byte
+		reason string
 	}{
-		"another rule set": {other, b},
-		"unknown version":  {w.l.Rules, bytes.Replace(b, []byte(`"format":1`), []byte(`"format":99`), 1)},
-		"truncated":        {w.l.Rules, b[:len(b)/2]},
-		"an unknown field": {w.l.Rules, bytes.Replace(b, []byte(`"format":1`), []byte(`"format":1,"at":[]`), 1)},
+		"another rule set": {other, b, "rule set"},
+		"format 1":         {w.l.Rules, bytes.Replace(b, []byte(`"format":2`), []byte(`"format":1`), 1), "format version 1, this build reads 2"},
+		"unknown version":  {w.l.Rules, bytes.Replace(b, []byte(`"format":2`), []byte(`"format":99`), 1), "format version 99"},
+		"truncated":        {w.l.Rules, b[:len(b)/2], "unexpected EOF"},
+		"an unknown field": {w.l.Rules, bytes.Replace(b, []byte(`"format":2`), []byte(`"format":2,"at":[]`), 1), "unknown field"},
+		"keys cut short":   {w.l.Rules, withKeys(t, b, func(k []byte) []byte { return k[:len(k)-1] }), "keys: malformed"},
+		"keys and more":    {w.l.Rules, withKeys(t, b, func(k []byte) []byte { return append(k, 0) }), "1 bytes after the last"},
 	} {
-		if _, err := DecodeLedger(c.rules, c.b); !errors.Is(err, ErrSnapshotFormat) {
-			t.Errorf("%s: %v", name, err)
+		if _, err := DecodeLedger(c.rules, c.b); !errors.Is(err, ErrSnapshotFormat) || !strings.Contains(err.Error(), c.reason) {
+			t.Errorf("%s: %v, want %q", name, err, c.reason)
 		}
 	}
+}
+
+// withKeys returns the encoded ledger b with its packed keys changed by f.
+func withKeys(t *testing.T, b []byte, f func([]byte) []byte) []byte {
+	t.Helper()
+	var s ledgerJSON
+	if err := json.Unmarshal(b, &s); err != nil || len(s.Keys) == 0 {
+		t.Fatalf("no keys to change (%v)", err)
+	}
+	s.Keys = f(s.Keys)
+	out, err := json.Marshal(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -1,0 +1,59 @@
+package domain
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// BenchmarkLedgerSnapshot measures the writer's snapshot after one sold-out
+// 2 € block of the default rules (450 000 plays by 1 024 players, each
+// played to its fourth throw, one stake every 100 ms so that every key is
+// still inside its 48-hour window): its bytes, and the time to encode and
+// to decode it (the decode stands between a writer's start and ready).
+func BenchmarkLedgerSnapshot(b *testing.B) {
+	rules, err := DefaultRules()
+	if err != nil {
+		b.Fatal(err)
+	}
+	w := &world{tb: b, l: NewLedger(rules), now: time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)}
+	const players = 1024
+	for i := range players {
+		p := fmt.Sprint("p", i)
+		w.given(ConfigureAccount{Player: p, DepositLimit: amt("100000"), StakeLimit: amt("100000")},
+			Deposit{Player: p, Amount: 100_000, Key: "d" + p})
+	}
+	w.given(CreateEmission{Price: 200, Blocks: 1, First: prepared(b, rules, 200, 1)})
+	for i := range rules.BlockUnits {
+		p := fmt.Sprint("p", i%players)
+		d, err := w.do(PlaceStake{Player: p, Stake: 200, Key: fmt.Sprint("s", i)})
+		if err != nil {
+			b.Fatalf("stake %d: %v", i, err)
+		}
+		play := d.Events[0].(*StakePlaced).Play
+		for t := 1; t <= ThrowCount; t++ {
+			if _, err := w.do(MakeThrow{Player: p, Play: play, Throw: t}); err != nil {
+				b.Fatalf("throw %d of stake %d: %v", t, i, err)
+			}
+		}
+		w.now = w.now.Add(100 * time.Millisecond)
+		w.log = nil
+	}
+	var data []byte
+	var encode, decode time.Duration
+	for b.Loop() {
+		start := time.Now()
+		if data, err = EncodeLedger(w.l); err != nil {
+			b.Fatal(err)
+		}
+		encode += time.Since(start)
+		start = time.Now()
+		if _, err := DecodeLedger(rules, data); err != nil {
+			b.Fatal(err)
+		}
+		decode += time.Since(start)
+	}
+	b.ReportMetric(float64(len(data))/1e6, "MB")
+	b.ReportMetric(float64(encode.Milliseconds())/float64(b.N), "ms-encode")
+	b.ReportMetric(float64(decode.Milliseconds())/float64(b.N), "ms-decode")
+}
