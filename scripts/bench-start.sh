@@ -6,7 +6,8 @@
 # on the same data directory; after each, serve is started three times:
 # --snapshots=false (full replay), then twice with snapshots (the first may
 # take the read models' snapshot at its clean stop, the second starts from
-# everything there is). Prints one line per start and a table at the end.
+# everything there is). Prints one line per start, then each start's log
+# lines about snapshots and readiness, and a table at the end.
 #
 #   scripts/bench-start.sh [BLOCKS] [PRICE]      (defaults 1 and 2)
 #   TRESOR_BENCH_PLAYS=20000 scripts/bench-start.sh 3   # a quick dry run
@@ -45,6 +46,8 @@ start_once() {
   done
   local t1; t1=$(date +%s.%N)
   kill -TERM "$pid"; wait "$pid" || true
+  # What each start loaded and stored: snapshot sizes and times.
+  grep -i 'snapshot\|ledger rebuilt\|ready' "$dir/serve.log" | sed "s/^/[$n $label] /" >>"$dir/snapshots.log" || true
   local s; s=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')
   printf 'blocks=%s start=%-22s ready_after_s=%.1f\n' "$n" "$label" "$s"
   rows+=("| $n | $label | $(printf '%.1f' "$s") s |")
@@ -58,6 +61,8 @@ for n in $(seq 1 "$blocks"); do
   start_once "snapshots (1st)"
   start_once "snapshots (2nd)"
 done
+echo
+cat "$dir/snapshots.log"
 echo
 echo "| simulate runs (each a sold-out block unless TRESOR_BENCH_PLAYS) | start | ready after |"
 echo "|---:|---|---:|"
