@@ -38,9 +38,14 @@ func TestARestoredStoreResumesFromItsCheckpointAsOneThatAppliedEverything(t *tes
 	first := memstore.New(rules)
 	projectionstest.Project(t, first, w.Events[:half], 7)
 	frozen := first.Freeze()
-	projectionstest.Project(t, first, w.Events, 7)
 	var buf bytes.Buffer
-	if _, err := frozen.WriteTo(&buf); err != nil || frozen.Checkpoint() != uint64(half) {
+	encoded := make(chan error, 1)
+	go func() {
+		_, err := frozen.WriteTo(&buf)
+		encoded <- err
+	}()
+	projectionstest.Project(t, first, w.Events, 7)
+	if err := <-encoded; err != nil || frozen.Checkpoint() != uint64(half) {
 		t.Fatalf("encode at %d: %v", frozen.Checkpoint(), err)
 	}
 	b := buf.Bytes()
