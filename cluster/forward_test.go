@@ -26,12 +26,55 @@ func writerAndForwarder(tb testing.TB) (*settlement.Writer, *Forwarder, micro.Se
 	tb.Cleanup(srv.Shutdown)
 	store := openStore(tb, srv.ClientURL(), 1)
 	w := openWriter(tb, store)
-	svc, err := Serve(store.Conn(), "s0", w, slog.Default())
+	svc, err := Serve(store.Conn(), "s0", 2, w, slog.Default())
 	if err != nil {
 		tb.Fatal(err)
 	}
 	other := openStore(tb, srv.ClientURL(), 1)
-	return w, NewForwarder(other.Conn(), "s0"), svc
+	f := NewForwarder(other.Conn(), "s0")
+	f.SetTerm(2)
+	return w, f, svc
+}
+
+// swallower is a writer that never answers: one frozen, or dead with the
+// command in hand.
+type swallower struct{ got chan struct{} }
+
+func (s swallower) Execute(ctx context.Context, _ domain.Command) (settlement.Result, error) {
+	s.got <- struct{}{}
+	<-ctx.Done()
+	return settlement.Result{}, ctx.Err()
+}
+
+func (swallower) LastSeq() uint64 { return 0 }
+
+// TestForwardReachesOnlyTheTermsWriter: a writer of an earlier term that
+// still serves (frozen past the lease's TTL, then resumed, not yet aware
+// that it lost the lease) is sent none of the commands meant for the
+// writer of the current term. When both served one subject, the server
+// spread the commands between them, and those given to the stale writer
+// were swallowed until the client's deadline.
+func TestForwardReachesOnlyTheTermsWriter(t *testing.T) {
+	w, f, _ := writerAndForwarder(t)
+	stale := swallower{got: make(chan struct{}, 64)}
+	svc, err := Serve(f.nc, "s0", 1, stale, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	for i := range 20 {
+		ctx := eventstoretest.Ctx(t, time.Second)
+		if _, err := deposit(ctx, f, "p1", 100, fmt.Sprint("k", i)); err != nil {
+			t.Fatalf("deposit %d through the forwarder of term 2: %v", i, err)
+		}
+	}
+	if len(stale.got) != 0 || w.LastSeq() == 0 {
+		t.Fatalf("the writer of term 1 was sent %d commands; the writer of term 2 is at %d", len(stale.got), w.LastSeq())
+	}
+	f.SetTerm(0)
+	if _, err := deposit(eventstoretest.Ctx(t, time.Second), f, "p1", 100, "no-term"); !errors.Is(err, ErrNoWriter) {
+		t.Fatalf("with no term known: %v, want ErrNoWriter", err)
+	}
 }
 
 // TestForwarder: a command sent through the forwarder is executed by the

@@ -114,6 +114,17 @@ var errLeaseMoved = errors.New("the writer lease changed hands")
 // the new one with the same key, answers its outcome exactly once.
 func (n *Node) forward(ctx context.Context, cmd domain.Command) (settlement.Result, error) {
 	n.mu.Lock()
+	known := n.lease.Holder != ""
+	n.mu.Unlock()
+	if !known {
+		// A node starting, or one that saw the lease expire: the holder's
+		// term names the subject its commands go to, so read it now rather
+		// than wait for the watch.
+		if info, err := n.cfg.Lease.Info(ctx); err == nil {
+			n.setLease(info)
+		}
+	}
+	n.mu.Lock()
 	moved := n.leaseMoved
 	n.mu.Unlock()
 	fctx, cancel := context.WithCancelCause(ctx)
@@ -266,6 +277,7 @@ func (n *Node) moveLease(info eventstore.LeaseInfo) {
 		n.leaseMoved = make(chan struct{})
 	}
 	n.lease = info
+	n.fwd.SetTerm(info.Term)
 }
 
 // readHead reads the stream's head, for the standby's lag.
@@ -307,7 +319,7 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 			sleep(lctx, retryPause)
 			continue
 		}
-		svc, err := Serve(n.cfg.Store.Conn(), settlement.Chain, w, n.cfg.Logger)
+		svc, err := Serve(n.cfg.Store.Conn(), settlement.Chain, term, w, n.cfg.Logger)
 		if err != nil {
 			log.Error("could not serve forwarded commands; stepping down", "err", err)
 			n.stepDown(ctx, w, elog, nil, err)

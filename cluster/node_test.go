@@ -166,7 +166,8 @@ func TestForwardGivesUpWhenTheLeaseMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ghost.Acquire(ctx); err != nil {
+	term, err := ghost.Acquire(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The ghost renews until the command reaches it, then dies.
@@ -188,7 +189,7 @@ func TestForwardGivesUpWhenTheLeaseMoves(t *testing.T) {
 	}()
 	swallowed := make(chan struct{}, 16)
 	var once sync.Once
-	sub, err := ghostStore.Conn().Subscribe(ExecuteSubject("s0"), func(*nats.Msg) {
+	sub, err := ghostStore.Conn().Subscribe(TermSubject("s0", term), func(*nats.Msg) {
 		once.Do(func() { close(swallowing) })
 		swallowed <- struct{}{}
 	})
