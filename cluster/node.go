@@ -242,9 +242,16 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		case <-tick.C:
 			// The watch tells of releases and expiries at once; the tick
-			// catches what a lost watch missed, and reads the head for
-			// the standby's lag.
+			// reads the head for the standby's lag, and the lease itself:
+			// a watch can stall without closing after a NATS leader
+			// change, and the forwarded commands need the current term.
 			n.readHead(ctx)
+			if info, err := n.cfg.Lease.Info(ctx); err == nil {
+				n.setLease(info)
+				if info.Holder != "" {
+					continue
+				}
+			}
 		}
 		term, err := n.cfg.Lease.Acquire(ctx)
 		if err != nil {
