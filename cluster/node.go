@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fdj/tresor/api"
@@ -78,6 +79,10 @@ type Node struct {
 	leaseMoved chan struct{}
 	head       uint64
 	takeovers  uint64
+	// lastSeq is the highest LastSeq answered: a node stepping down starts
+	// a fresh follower from the first event, and its reads gated by
+	// min_seq must not go back behind what it already answered.
+	lastSeq atomic.Uint64
 }
 
 // NewNode returns a node; Run makes it take part.
@@ -145,19 +150,30 @@ func (n *Node) forward(ctx context.Context, cmd domain.Command) (settlement.Resu
 
 // LastSeq implements api.Writer: the writer's last durable sequence, or on
 // a standby the furthest it knows durable (its state, the writer's last
-// answer).
+// answer); never less than it answered before (a step-down restarts the
+// follower from the first event).
 func (n *Node) LastSeq() uint64 {
+	var seq uint64
 	if w := n.localWriter(); w != nil {
-		return w.LastSeq()
+		seq = w.LastSeq()
+	} else {
+		n.mu.Lock()
+		f := n.follower
+		n.mu.Unlock()
+		seq = n.fwd.LastSeq()
+		if f != nil {
+			seq = max(seq, f.position())
+		}
 	}
-	n.mu.Lock()
-	f := n.follower
-	n.mu.Unlock()
-	seq := n.fwd.LastSeq()
-	if f != nil {
-		seq = max(seq, f.position())
+	for {
+		cur := n.lastSeq.Load()
+		if seq <= cur {
+			return cur
+		}
+		if n.lastSeq.CompareAndSwap(cur, seq) {
+			return seq
+		}
 	}
-	return seq
 }
 
 // Ready reports whether the node can take commands now: it is the writer,
