@@ -182,12 +182,34 @@ func (f *Forwarder) Execute(ctx context.Context, cmd domain.Command) (settlement
 	if term == 0 {
 		return settlement.Result{}, ErrNoWriter
 	}
+	// A request sent on a connection that is down, or that drops while
+	// the writer has it, would wait for a reconnect or ForwardWaitMax:
+	// the client should rather learn at once that it may retry with its
+	// key (on another node).
+	if !f.nc.IsConnected() {
+		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: the NATS connection is %s", api.ErrNotReady, f.nc.Status())
+	}
+	dropped := f.nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
+	defer f.nc.RemoveStatusListener(dropped)
 	ctx, cancel := context.WithTimeout(ctx, ForwardWaitMax)
 	defer cancel()
-	msg, err := f.nc.RequestWithContext(ctx, TermSubject(f.chain, term), data)
+	rctx, drop := context.WithCancelCause(ctx)
+	defer drop(nil)
+	go func() {
+		select {
+		case st, ok := <-dropped:
+			if ok {
+				drop(fmt.Errorf("the NATS connection is %s", st))
+			}
+		case <-rctx.Done():
+		}
+	}()
+	msg, err := f.nc.RequestWithContext(rctx, TermSubject(f.chain, term), data)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return settlement.Result{}, ErrNoWriter
+	case ctx.Err() == nil && rctx.Err() != nil:
+		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: %v while it had the command: retry with its key", api.ErrNotReady, context.Cause(rctx))
 	case ctx.Err() != nil:
 		return settlement.Result{}, fmt.Errorf("forward to the writer: %w", ctx.Err())
 	case err != nil:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fdj/tresor/api"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
@@ -149,5 +150,40 @@ func BenchmarkDeposit(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestForwardGivesUpWhenTheConnectionDrops: a command forwarded on a NATS
+// connection that drops while the writer has it answers at once that the
+// client may retry with its key, instead of waiting ForwardWaitMax for an
+// answer that cannot come on it; a command forwarded while the connection
+// is down answers so without being sent.
+func TestForwardGivesUpWhenTheConnectionDrops(t *testing.T) {
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: t.TempDir(), ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	stale := swallower{got: make(chan struct{}, 1)}
+	svc, err := Serve(openStore(t, srv.ClientURL(), 1).Conn(), "s0", 1, stale, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	f := NewForwarder(openStore(t, srv.ClientURL(), 1).Conn(), "s0")
+	f.SetTerm(1)
+	go func() {
+		<-stale.got
+		srv.Shutdown()
+	}()
+	start := time.Now()
+	_, err = deposit(eventstoretest.Ctx(t, time.Minute), f, "p1", 100, "k1")
+	if took := time.Since(start); !errors.Is(err, api.ErrNotReady) || took >= ForwardWaitMax/2 {
+		t.Fatalf("forward when the connection dropped: %v after %s, want api.ErrNotReady at once (ForwardWaitMax %s)", err, took, ForwardWaitMax)
+	}
+	start = time.Now()
+	_, err = deposit(eventstoretest.Ctx(t, time.Minute), f, "p1", 100, "k2")
+	if took := time.Since(start); !errors.Is(err, api.ErrNotReady) || took >= time.Second {
+		t.Fatalf("forward with the connection down: %v after %s, want api.ErrNotReady at once", err, took)
 	}
 }
