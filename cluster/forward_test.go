@@ -163,7 +163,6 @@ func TestForwardGivesUpWhenTheConnectionDrops(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Shutdown()
 	stale := swallower{got: make(chan struct{}, 1)}
 	svc, err := Serve(openStore(t, srv.ClientURL(), 1).Conn(), "s0", 1, stale, slog.Default())
 	if err != nil {
@@ -172,8 +171,14 @@ func TestForwardGivesUpWhenTheConnectionDrops(t *testing.T) {
 	defer svc.Stop()
 	f := NewForwarder(openStore(t, srv.ClientURL(), 1).Conn(), "s0")
 	f.SetTerm(1)
+	// The server goes down once the writer has the command.
+	shut := make(chan struct{})
 	go func() {
-		<-stale.got
+		defer close(shut)
+		select {
+		case <-stale.got:
+		case <-time.After(time.Minute):
+		}
 		srv.Shutdown()
 	}()
 	start := time.Now()
@@ -181,6 +186,7 @@ func TestForwardGivesUpWhenTheConnectionDrops(t *testing.T) {
 	if took := time.Since(start); !errors.Is(err, api.ErrNotReady) || took >= ForwardWaitMax/2 {
 		t.Fatalf("forward when the connection dropped: %v after %s, want api.ErrNotReady at once (ForwardWaitMax %s)", err, took, ForwardWaitMax)
 	}
+	<-shut
 	start = time.Now()
 	_, err = deposit(eventstoretest.Ctx(t, time.Minute), f, "p1", 100, "k2")
 	if took := time.Since(start); !errors.Is(err, api.ErrNotReady) || took >= time.Second {
