@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -29,6 +30,69 @@ const (
 	standbyRecoveryMax = 30 * time.Second
 )
 
+// clusterKeys starts a three-node NATS cluster and writes the keys the
+// nodes share into data; it returns the cluster and the seal's public key.
+func clusterKeys(tb testing.TB, data string) (*eventstoretest.Cluster, string) {
+	tb.Helper()
+	c := eventstoretest.StartCluster(tb)
+	keys := filepath.Join(data, "keys")
+	if err := os.MkdirAll(keys, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	var sealSeed []byte
+	for _, name := range []string{"master.key", "seal.ed25519", "token.key"} {
+		key := make([]byte, 32)
+		rand.Read(key)
+		if name == "seal.ed25519" {
+			sealSeed = key
+		}
+		if err := os.WriteFile(filepath.Join(keys, name), key, 0o600); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return c, hex.EncodeToString(ed25519.NewKeyFromSeed(sealSeed).Public().(ed25519.PublicKey))
+}
+
+// startNodes starts three `tresor serve` on data with args and waits until
+// they are ready; their logs are shown when the test fails.
+func startNodes(tb testing.TB, data string, args ...string) []*server {
+	tb.Helper()
+	var nodes []*server
+	for range 3 {
+		nodes = append(nodes, startListening(tb, data, args...))
+	}
+	for _, n := range nodes {
+		n.waitReady(60 * time.Second)
+	}
+	tb.Cleanup(func() {
+		if tb.Failed() {
+			for i, n := range nodes {
+				tb.Logf("node %d:\n%s", i, n.logs)
+			}
+		}
+	})
+	return nodes
+}
+
+// BenchmarkClusterPlays drives whole plays through three `tresor serve` on
+// a three-node NATS cluster (replicas 3): all through the writer's node,
+// then spread over the three (two in three commands forwarded to the
+// writer). Every command is executed by the one writer either way.
+func BenchmarkClusterPlays(b *testing.B) {
+	data := b.TempDir()
+	c, _ := clusterKeys(b, data)
+	nodes := startNodes(b, data, "--nats", c.URLs(), "--replicas", "3")
+	nodes[0].must(201, call{"POST", "/v1/emissions", nodes[0].token("operator", ""), "", `{"price":"0.50","blocks":1}`})
+	writer := slices.IndexFunc(nodes, func(s *server) bool { return s.clusterRole() == "writer" })
+	if writer < 0 {
+		b.Fatal("no writer among the nodes")
+	}
+	b.Run("writer-node", func(b *testing.B) { drivePlays(b, "w", nodes[writer]) })
+	b.Run("three-nodes", func(b *testing.B) {
+		drivePlays(b, "t", nodes[writer], nodes[(writer+1)%3], nodes[(writer+2)%3])
+	})
+}
+
 // clusterRole returns a node's role as its health tells ("" when it does
 // not answer).
 func (s *server) clusterRole() string {
@@ -45,7 +109,6 @@ func (s *server) clusterRole() string {
 // with the crash suite's clients playing through all of them.
 type standbyCluster struct {
 	t     *testing.T
-	nats  *eventstoretest.Cluster
 	run   *crashRun
 	args  []string
 	nodes []*server
@@ -136,40 +199,12 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster and 3 processes: skipped in -short")
 	}
-	nc3 := eventstoretest.StartCluster(t)
 	r := newCrashRun(t)
 	r.clients = standbyClients
-	keys := filepath.Join(r.data, "keys")
-	if err := os.MkdirAll(keys, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	var sealSeed []byte
-	for _, name := range []string{"master.key", "seal.ed25519", "token.key"} {
-		key := make([]byte, 32)
-		rand.Read(key)
-		if name == "seal.ed25519" {
-			sealSeed = key
-		}
-		if err := os.WriteFile(filepath.Join(keys, name), key, 0o600); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pub := hex.EncodeToString(ed25519.NewKeyFromSeed(sealSeed).Public().(ed25519.PublicKey))
+	nc3, pub := clusterKeys(t, r.data)
 	r.stored, r.auditKey = []string{"--nats", nc3.URLs()}, []string{"--public-key", pub}
-	c := &standbyCluster{t: t, nats: nc3, run: r, args: append([]string{"--nats", nc3.URLs(), "--replicas", "3"}, r.serveArgs...)}
-	for range 3 {
-		c.nodes = append(c.nodes, startListening(t, r.data, c.args...))
-	}
-	for _, n := range c.nodes {
-		n.waitReady(60 * time.Second)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			for i, n := range c.nodes {
-				t.Logf("node %d:\n%s", i, n.logs)
-			}
-		}
-	})
+	c := &standbyCluster{t: t, run: r, args: append([]string{"--nats", nc3.URLs(), "--replicas", "3"}, r.serveArgs...)}
+	c.nodes = startNodes(t, r.data, c.args...)
 	start := time.Now()
 	r.setUp(c.nodes[c.writer(-1)], c.nodes...)
 
