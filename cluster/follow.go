@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -26,7 +27,13 @@ type follower struct {
 	ledger *domain.Ledger
 	seq    uint64 // last stream sequence applied
 	err    error  // why it stopped following, nil while it runs
+	// taken is set when the ledger was handed over: apply then leaves it
+	// alone, however long the read takes to notice its cancellation.
+	taken bool
 }
+
+// errTaken ends the reading of a follower whose ledger was handed over.
+var errTaken = errors.New("standby: the ledger was handed to the writer")
 
 // startFollower follows the stream from its first event.
 func startFollower(cfg *settlement.Config, store eventstore.Store, log *slog.Logger) *follower {
@@ -51,6 +58,9 @@ func startFollower(cfg *settlement.Config, store eventstore.Store, log *slog.Log
 func (f *follower) apply(r eventstore.RecordedEvent) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	if f.taken {
+		return errTaken
+	}
 	f.seq = r.Sequence
 	if r.Type == eventstore.SealType {
 		return nil
@@ -81,13 +91,16 @@ func (f *follower) position() uint64 {
 }
 
 // take stops the follower and hands its ledger over (nil when it stopped on
-// an error: the taker then replays the whole stream). The follower must not
-// be used afterwards.
+// an error: the taker then replays the whole stream). It does not wait for
+// the read to end: a consumer being re-created after a stream leader
+// change can ignore its cancellation for seconds, and a takeover must not
+// wait for it; the reading goroutine ends on its own and applies nothing
+// more. The follower must not be used afterwards.
 func (f *follower) take() *settlement.Start {
 	f.cancel()
-	<-f.done
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.taken = true
 	if f.err != nil {
 		return nil
 	}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"sync/atomic"
 	"time"
 
@@ -42,8 +43,18 @@ const ForwardWaitMax = 5 * time.Second
 // once; past it, requests wait in the subscription's pending buffer.
 const forwardInFlightMax = 4096
 
-// ExecuteSubject is the subject the writer of chain answers commands on.
+// ExecuteSubject is the prefix of the subjects the writers of chain answer
+// commands on, one per lease term (TermSubject).
 func ExecuteSubject(chain string) string { return ServiceName + "." + chain + ".execute" }
+
+// TermSubject is the subject the writer of chain answers commands on while
+// it holds the lease's term: a writer frozen past the TTL and resumed still
+// serves its old term's subject until it notices, and must not be sent the
+// commands meant for the next writer (it would swallow them, and its
+// clients would wait for the lease to move again).
+func TermSubject(chain string, term uint64) string {
+	return ExecuteSubject(chain) + "." + strconv.FormatUint(term, 10)
+}
 
 // wireEvent is an event of a result on the wire: its type and payload, as
 // on the stream.
@@ -132,24 +143,33 @@ func decodeResult(data []byte) (settlement.Result, uint64, error) {
 	return res, w.LastSeq, nil
 }
 
-// Forwarder executes commands on whichever node holds the writer's lease,
-// by NATS request/reply. It implements api.Writer.
+// Forwarder executes commands on the node holding the writer's lease, by
+// NATS request/reply on the subject of the lease's term (SetTerm). It
+// implements api.Writer.
 type Forwarder struct {
-	nc      *nats.Conn
-	subject string
+	nc    *nats.Conn
+	chain string
+	// term is the lease's term as last seen, 0 while unknown.
+	term atomic.Uint64
 	// lastSeq is the highest writer sequence seen in an answer.
 	lastSeq atomic.Uint64
 }
 
-// NewForwarder forwards the commands of chain over nc.
+// NewForwarder forwards the commands of chain over nc, to the writer of the
+// term given to SetTerm.
 func NewForwarder(nc *nats.Conn, chain string) *Forwarder {
-	return &Forwarder{nc: nc, subject: ExecuteSubject(chain)}
+	return &Forwarder{nc: nc, chain: chain}
 }
 
-// Execute implements api.Writer: the command goes to the writer with its
-// client key inside, so a retry after a takeover is answered exactly once.
-// Errors: *domain.Error for a refusal; ErrNoWriter when no writer answers
-// the subject (nothing recorded); api.ErrNotReady when the writer could not
+// SetTerm sends the next commands to the writer of term (0: nobody holds
+// the lease).
+func (f *Forwarder) SetTerm(term uint64) { f.term.Store(term) }
+
+// Execute implements api.Writer: the command goes to the writer of the
+// current term with its client key inside, so a retry after a takeover is
+// answered exactly once. Errors: *domain.Error for a refusal; ErrNoWriter
+// when no term is known or no writer answers its subject (nothing
+// recorded); api.ErrNotReady when the writer could not
 // take it or the request could not be sent; context.DeadlineExceeded when
 // no answer came in time (the command may have been recorded: retry with
 // its key).
@@ -158,12 +178,38 @@ func (f *Forwarder) Execute(ctx context.Context, cmd domain.Command) (settlement
 	if err != nil {
 		return settlement.Result{}, err
 	}
+	term := f.term.Load()
+	if term == 0 {
+		return settlement.Result{}, ErrNoWriter
+	}
+	// A request sent on a connection that is down, or that drops while
+	// the writer has it, would wait for a reconnect or ForwardWaitMax:
+	// the client should rather learn at once that it may retry with its
+	// key (on another node).
+	if !f.nc.IsConnected() {
+		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: the NATS connection is %s", api.ErrNotReady, f.nc.Status())
+	}
+	dropped := f.nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
+	defer f.nc.RemoveStatusListener(dropped)
 	ctx, cancel := context.WithTimeout(ctx, ForwardWaitMax)
 	defer cancel()
-	msg, err := f.nc.RequestWithContext(ctx, f.subject, data)
+	rctx, drop := context.WithCancelCause(ctx)
+	defer drop(nil)
+	go func() {
+		select {
+		case st, ok := <-dropped:
+			if ok {
+				drop(fmt.Errorf("the NATS connection is %s", st))
+			}
+		case <-rctx.Done():
+		}
+	}()
+	msg, err := f.nc.RequestWithContext(rctx, TermSubject(f.chain, term), data)
 	switch {
 	case errors.Is(err, nats.ErrNoResponders):
 		return settlement.Result{}, ErrNoWriter
+	case ctx.Err() == nil && rctx.Err() != nil:
+		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: %v while it had the command: retry with its key", api.ErrNotReady, context.Cause(rctx))
 	case ctx.Err() != nil:
 		return settlement.Result{}, fmt.Errorf("forward to the writer: %w", ctx.Err())
 	case err != nil:
@@ -188,14 +234,15 @@ func (f *Forwarder) see(seq uint64) {
 // latest answer told.
 func (f *Forwarder) LastSeq() uint64 { return f.lastSeq.Load() }
 
-// Serve answers the commands forwarded to chain's execute subject with w,
-// each bounded by ForwardWaitMax, until the returned service is stopped.
-// The writer node serves it only while it holds the lease.
-func Serve(nc *nats.Conn, chain string, w api.Writer, log *slog.Logger) (micro.Service, error) {
+// Serve answers the commands forwarded to chain's subject for the lease's
+// term with w, each bounded by ForwardWaitMax, until the returned service
+// is stopped. The writer node serves it only while it holds that term.
+func Serve(nc *nats.Conn, chain string, term uint64, w api.Writer, log *slog.Logger) (micro.Service, error) {
+	subject := TermSubject(chain, term)
 	svc, err := micro.AddService(nc, micro.Config{Name: ServiceName, Version: "1.0.0",
 		Description: "Tresor's writer: executes the commands of chain " + chain})
 	if err != nil {
-		return nil, fmt.Errorf("serve %s: %w", ExecuteSubject(chain), err)
+		return nil, fmt.Errorf("serve %s: %w", subject, err)
 	}
 	// Handlers of one subscription run one at a time: each command runs in
 	// its own goroutine, so that the writer group-commits forwarded
@@ -208,9 +255,9 @@ func Serve(nc *nats.Conn, chain string, w api.Writer, log *slog.Logger) (micro.S
 			respond(req, w, log)
 		}()
 	})
-	if err := svc.AddEndpoint("execute", handler, micro.WithEndpointSubject(ExecuteSubject(chain))); err != nil {
+	if err := svc.AddEndpoint("execute", handler, micro.WithEndpointSubject(subject)); err != nil {
 		svc.Stop()
-		return nil, fmt.Errorf("serve %s: %w", ExecuteSubject(chain), err)
+		return nil, fmt.Errorf("serve %s: %w", subject, err)
 	}
 	return svc, nil
 }

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"testing"
 	"time"
 
+	"github.com/fdj/tresor/api"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
@@ -19,19 +21,76 @@ import (
 // embedded server, and a forwarder on another connection.
 func writerAndForwarder(tb testing.TB) (*settlement.Writer, *Forwarder, micro.Service) {
 	tb.Helper()
+	srv := embedded(tb)
+	tb.Cleanup(srv.Shutdown)
+	w := openWriter(tb, openStore(tb, srv.ClientURL(), 1))
+	f, svc := serveAndForward(tb, srv.ClientURL(), 2, w)
+	return w, f, svc
+}
+
+// embedded runs a NATS server.
+func embedded(tb testing.TB) *eventstore.EmbeddedServer {
+	tb.Helper()
 	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: tb.TempDir(), ListenAddr: "127.0.0.1:0"})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	tb.Cleanup(srv.Shutdown)
-	store := openStore(tb, srv.ClientURL(), 1)
-	w := openWriter(tb, store)
-	svc, err := Serve(store.Conn(), "s0", w, slog.Default())
+	return srv
+}
+
+// serveAndForward serves w as the writer of term on url, and returns a
+// forwarder to it on another connection.
+func serveAndForward(tb testing.TB, url string, term uint64, w api.Writer) (*Forwarder, micro.Service) {
+	tb.Helper()
+	svc, err := Serve(openStore(tb, url, 1).Conn(), "s0", term, w, slog.Default())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	other := openStore(tb, srv.ClientURL(), 1)
-	return w, NewForwarder(other.Conn(), "s0"), svc
+	tb.Cleanup(func() { svc.Stop() })
+	f := NewForwarder(openStore(tb, url, 1).Conn(), "s0")
+	f.SetTerm(term)
+	return f, svc
+}
+
+// swallower is a writer that never answers: one frozen, or dead with the
+// command in hand.
+type swallower struct{ got chan struct{} }
+
+func (s swallower) Execute(ctx context.Context, _ domain.Command) (settlement.Result, error) {
+	s.got <- struct{}{}
+	<-ctx.Done()
+	return settlement.Result{}, ctx.Err()
+}
+
+func (swallower) LastSeq() uint64 { return 0 }
+
+// TestForwardReachesOnlyTheTermsWriter: a writer of an earlier term that
+// still serves (frozen past the lease's TTL, then resumed, not yet aware
+// that it lost the lease) is sent none of the commands meant for the
+// writer of the current term. When both served one subject, the server
+// spread the commands between them, and those given to the stale writer
+// were swallowed until the client's deadline.
+func TestForwardReachesOnlyTheTermsWriter(t *testing.T) {
+	w, f, _ := writerAndForwarder(t)
+	stale := swallower{got: make(chan struct{}, 64)}
+	svc, err := Serve(f.nc, "s0", 1, stale, slog.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop()
+	for i := range 20 {
+		ctx := eventstoretest.Ctx(t, time.Second)
+		if _, err := deposit(ctx, f, "p1", 100, fmt.Sprint("k", i)); err != nil {
+			t.Fatalf("deposit %d through the forwarder of term 2: %v", i, err)
+		}
+	}
+	if len(stale.got) != 0 || w.LastSeq() == 0 {
+		t.Fatalf("the writer of term 1 was sent %d commands; the writer of term 2 is at %d", len(stale.got), w.LastSeq())
+	}
+	f.SetTerm(0)
+	if _, err := deposit(eventstoretest.Ctx(t, time.Second), f, "p1", 100, "no-term"); !errors.Is(err, ErrNoWriter) {
+		t.Fatalf("with no term known: %v, want ErrNoWriter", err)
+	}
 }
 
 // TestForwarder: a command sent through the forwarder is executed by the
@@ -107,4 +166,75 @@ func BenchmarkDeposit(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestForwardGivesUpWhenTheConnectionDrops: a command forwarded on a NATS
+// connection that drops while the writer has it answers at once that the
+// client may retry with its key, instead of waiting ForwardWaitMax for an
+// answer that cannot come on it; a command forwarded while the connection
+// is down answers so without being sent.
+func TestForwardGivesUpWhenTheConnectionDrops(t *testing.T) {
+	srv := embedded(t)
+	stale := swallower{got: make(chan struct{}, 1)}
+	f, _ := serveAndForward(t, srv.ClientURL(), 1, stale)
+	// The server goes down once the writer has the command.
+	shut := make(chan struct{})
+	go func() {
+		defer close(shut)
+		select {
+		case <-stale.got:
+		case <-time.After(time.Minute):
+		}
+		srv.Shutdown()
+	}()
+	start := time.Now()
+	_, err := deposit(eventstoretest.Ctx(t, time.Minute), f, "p1", 100, "k1")
+	if took := time.Since(start); !errors.Is(err, api.ErrNotReady) || took >= ForwardWaitMax/2 {
+		t.Fatalf("forward when the connection dropped: %v after %s, want api.ErrNotReady at once (ForwardWaitMax %s)", err, took, ForwardWaitMax)
+	}
+	<-shut
+	start = time.Now()
+	_, err = deposit(eventstoretest.Ctx(t, time.Minute), f, "p1", 100, "k2")
+	if took := time.Since(start); !errors.Is(err, api.ErrNotReady) || took >= time.Second {
+		t.Fatalf("forward with the connection down: %v after %s, want api.ErrNotReady at once", err, took)
+	}
+}
+
+// instant is a writer that answers at once, recording nothing: forwarding
+// alone is measured against it.
+type instant struct{}
+
+func (instant) Execute(context.Context, domain.Command) (settlement.Result, error) {
+	return settlement.Result{}, nil
+}
+
+func (instant) LastSeq() uint64 { return 0 }
+
+// BenchmarkForward is forwarding's own cost per command: a NATS
+// request/reply to a writer that answers at once, one at a time
+// (sequential, a latency) and 64 in flight (the cost per command under
+// load).
+func BenchmarkForward(b *testing.B) {
+	srv := embedded(b)
+	b.Cleanup(srv.Shutdown)
+	f, _ := serveAndForward(b, srv.ClientURL(), 1, instant{})
+	cmd := domain.Deposit{Player: "p1", Amount: 1, Key: "k", By: operator}
+	b.Run("sequential", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := f.Execute(context.Background(), cmd); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("64-in-flight", func(b *testing.B) {
+		b.SetParallelism(max(1, 64/runtime.GOMAXPROCS(0)))
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				if _, err := f.Execute(context.Background(), cmd); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	})
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fdj/tresor/api"
@@ -78,6 +79,10 @@ type Node struct {
 	leaseMoved chan struct{}
 	head       uint64
 	takeovers  uint64
+	// lastSeq is the highest LastSeq answered: a node stepping down starts
+	// a fresh follower from the first event, and its reads gated by
+	// min_seq must not go back behind what it already answered.
+	lastSeq atomic.Uint64
 }
 
 // NewNode returns a node; Run makes it take part.
@@ -114,6 +119,17 @@ var errLeaseMoved = errors.New("the writer lease changed hands")
 // the new one with the same key, answers its outcome exactly once.
 func (n *Node) forward(ctx context.Context, cmd domain.Command) (settlement.Result, error) {
 	n.mu.Lock()
+	known := n.lease.Holder != ""
+	n.mu.Unlock()
+	if !known {
+		// A node starting, or one that saw the lease expire: the holder's
+		// term names the subject its commands go to, so read it now rather
+		// than wait for the watch.
+		if info, err := n.cfg.Lease.Info(ctx); err == nil {
+			n.setLease(info)
+		}
+	}
+	n.mu.Lock()
 	moved := n.leaseMoved
 	n.mu.Unlock()
 	fctx, cancel := context.WithCancelCause(ctx)
@@ -134,19 +150,30 @@ func (n *Node) forward(ctx context.Context, cmd domain.Command) (settlement.Resu
 
 // LastSeq implements api.Writer: the writer's last durable sequence, or on
 // a standby the furthest it knows durable (its state, the writer's last
-// answer).
+// answer); never less than it answered before (a step-down restarts the
+// follower from the first event).
 func (n *Node) LastSeq() uint64 {
+	var seq uint64
 	if w := n.localWriter(); w != nil {
-		return w.LastSeq()
+		seq = w.LastSeq()
+	} else {
+		n.mu.Lock()
+		f := n.follower
+		n.mu.Unlock()
+		seq = n.fwd.LastSeq()
+		if f != nil {
+			seq = max(seq, f.position())
+		}
 	}
-	n.mu.Lock()
-	f := n.follower
-	n.mu.Unlock()
-	seq := n.fwd.LastSeq()
-	if f != nil {
-		seq = max(seq, f.position())
+	for {
+		cur := n.lastSeq.Load()
+		if seq <= cur {
+			return cur
+		}
+		if n.lastSeq.CompareAndSwap(cur, seq) {
+			return seq
+		}
 	}
-	return seq
 }
 
 // Ready reports whether the node can take commands now: it is the writer,
@@ -231,9 +258,16 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 		case <-tick.C:
 			// The watch tells of releases and expiries at once; the tick
-			// catches what a lost watch missed, and reads the head for
-			// the standby's lag.
+			// reads the head for the standby's lag, and the lease itself:
+			// a watch can stall without closing after a NATS leader
+			// change, and the forwarded commands need the current term.
 			n.readHead(ctx)
+			if info, err := n.cfg.Lease.Info(ctx); err == nil {
+				n.setLease(info)
+				if info.Holder != "" {
+					continue
+				}
+			}
 		}
 		term, err := n.cfg.Lease.Acquire(ctx)
 		if err != nil {
@@ -266,6 +300,7 @@ func (n *Node) moveLease(info eventstore.LeaseInfo) {
 		n.leaseMoved = make(chan struct{})
 	}
 	n.lease = info
+	n.fwd.SetTerm(info.Term)
 }
 
 // readHead reads the stream's head, for the standby's lag.
@@ -307,7 +342,7 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 			sleep(lctx, retryPause)
 			continue
 		}
-		svc, err := Serve(n.cfg.Store.Conn(), settlement.Chain, w, n.cfg.Logger)
+		svc, err := Serve(n.cfg.Store.Conn(), settlement.Chain, term, w, n.cfg.Logger)
 		if err != nil {
 			log.Error("could not serve forwarded commands; stepping down", "err", err)
 			n.stepDown(ctx, w, elog, nil, err)

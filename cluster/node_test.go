@@ -129,14 +129,44 @@ func TestNodeTakeover(t *testing.T) {
 		}
 		return nil
 	})
+	before := b.LastSeq()
+	// The position d's reads wait for (min_seq) never goes back, not
+	// while it swaps its follower for a writer.
+	watching, backwards := make(chan struct{}), make(chan string, 1)
+	go func() {
+		defer close(backwards)
+		var last uint64
+		for {
+			select {
+			case <-watching:
+				return
+			default:
+			}
+			seq := d.LastSeq()
+			if seq < last {
+				backwards <- fmt.Sprintf("d's LastSeq went back from %d to %d", last, seq)
+				return
+			}
+			last = seq
+		}
+	}()
 	b.store.Conn().Close()
 	took, failed = firstSuccess(t, d, "after-cut", 15*time.Second)
+	close(watching)
+	if msg, ok := <-backwards; ok {
+		t.Error(msg)
+	}
 	acked++
 	t.Logf("writer cut off from NATS: first command acknowledged by the new writer %s after the cut (%d failed attempts)", took, failed)
 	if took > 5*time.Second {
 		t.Errorf("takeover after a lost writer took %s, want about the TTL (2s)", took)
 	}
 	waitRole(t, b, RoleStandby, 5*time.Second)
+	// Its fresh follower starts from the first event; the position its
+	// reads wait for does not go back with it.
+	if got := b.LastSeq(); got < before {
+		t.Errorf("the old writer's LastSeq went back from %d to %d as it stepped down", before, got)
+	}
 
 	// Every acknowledged deposit is there, once.
 	res, err := deposit(ctx, d, "p1", 100, "last")
@@ -166,7 +196,8 @@ func TestForwardGivesUpWhenTheLeaseMoves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ghost.Acquire(ctx); err != nil {
+	term, err := ghost.Acquire(ctx)
+	if err != nil {
 		t.Fatal(err)
 	}
 	// The ghost renews until the command reaches it, then dies.
@@ -188,7 +219,7 @@ func TestForwardGivesUpWhenTheLeaseMoves(t *testing.T) {
 	}()
 	swallowed := make(chan struct{}, 16)
 	var once sync.Once
-	sub, err := ghostStore.Conn().Subscribe(ExecuteSubject("s0"), func(*nats.Msg) {
+	sub, err := ghostStore.Conn().Subscribe(TermSubject("s0", term), func(*nats.Msg) {
 		once.Do(func() { close(swallowing) })
 		swallowed <- struct{}{}
 	})

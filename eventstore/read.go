@@ -217,7 +217,5 @@ func (s *NATSStore) FollowStored(ctx context.Context, from uint64, fn func(Recor
 }
 
 func (s *NATSStore) follow(ctx context.Context, spec readSpec, fn func(RecordedEvent) error) error {
-	return s.consume(ctx, spec, func(ev RecordedEvent) (bool, error) {
-		return false, fn(ev)
-	})
+	return s.followUnstalled(ctx, spec, fn)
 }

@@ -37,6 +37,9 @@ const (
 	crashClientsDefault = 16
 	crashCyclesMax      = 1000
 	crashClientsMax     = 64
+	// crashNodesMax bounds the nodes a run's clients send to: a write
+	// starts on a node picked below it, modulo the nodes there are.
+	crashNodesMax = 3
 	// The clients play between crashKillAfterMin and Max before each kill.
 	crashKillAfterMin = 300 * time.Millisecond
 	crashKillAfterMax = 3 * time.Second
@@ -84,6 +87,7 @@ const (
 // TestCrashKeepsEveryAcknowledgedWrite is the crash suite; see above.
 func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 	r := newCrashRun(t)
+	t.Logf("crash suite: %d cycles, %d clients, seed %d (TRESOR_CRASH_SEED replays its choices)", r.cycles, r.clients, r.seed)
 	start := time.Now()
 	s := startServe(t, r.data, r.serveArgs...)
 	r.setUp(s)
@@ -110,7 +114,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 			s = startServe(t, r.data, r.serveArgs...)
 			label, killAfter = "cycle %d", r.between(crashKillAfterMin, crashKillAfterMax)
 		}
-		r.url.Store(&s.url)
+		r.urls.Store(&[]string{s.url})
 	}
 	r.stopClients()
 	r.waitSettled(s)
@@ -131,16 +135,22 @@ type crashRun struct {
 	clients   int
 	seed      uint64
 	rng       *rand.Rand // the kill moments
-	url       atomic.Pointer[string]
-	http      *http.Client
-	ctx       context.Context
-	stopping  atomic.Bool
-	wg        sync.WaitGroup
-	finance   string
-	journal   crashJournal
-	stream    crashStream
-	export    string
-	audits    int
+	// urls are the nodes the clients send to: a write starts on a node of
+	// its own choosing and each retry moves to the next.
+	urls atomic.Pointer[[]string]
+	// stored says where export and audit read the stream: --data, or
+	// --nats for a cluster, whose audit is also given the seal's public
+	// key (auditKey).
+	stored, auditKey []string
+	http             *http.Client
+	ctx              context.Context
+	stopping         atomic.Bool
+	wg               sync.WaitGroup
+	finance          string
+	journal          crashJournal
+	stream           crashStream
+	export           string
+	audits           int
 	// earlyKills counts the kills while starting.
 	earlyKills int
 	// fromSnapshot counts the killed servers whose writer had begun from a
@@ -161,6 +171,7 @@ func newCrashRun(t *testing.T) *crashRun {
 		clients: crashSize(t, "TRESOR_CRASH_CLIENTS", crashClientsDefault, crashClientsMax),
 		seed:    rand.Uint64(), lost: map[int]bool{}, reported: map[string]bool{},
 	}
+	r.stored = []string{"--data", r.data}
 	if testing.Short() {
 		r.cycles = 1
 	}
@@ -185,7 +196,6 @@ func newCrashRun(t *testing.T) *crashRun {
 		cancel()
 		r.wg.Wait()
 	})
-	t.Logf("crash suite: %d cycles, %d clients, seed %d (TRESOR_CRASH_SEED replays its choices)", r.cycles, r.clients, r.seed)
 	return r
 }
 
@@ -207,12 +217,20 @@ func crashSize(t *testing.T, env string, def, most int) int {
 	return n
 }
 
-// setUp opens the emission the clients play on and starts them.
-func (r *crashRun) setUp(s *server) {
+// setUp opens the emission the clients play on through s and starts them,
+// sending to the nodes (s alone when none is given).
+func (r *crashRun) setUp(s *server, nodes ...*server) {
 	op := s.token("operator", "")
 	r.finance = s.token("finance", "")
 	s.must(201, call{"POST", "/v1/emissions", op, "crash-emission", `{"price":"` + crashStake.String() + `","blocks":1}`})
-	r.url.Store(&s.url)
+	urls := []string{s.url}
+	if len(nodes) > 0 {
+		urls = nil
+		for _, n := range nodes {
+			urls = append(urls, n.url)
+		}
+	}
+	r.urls.Store(&urls)
 	for i := range r.clients {
 		player := fmt.Sprintf("crash-%d", i)
 		c := &crashClient{run: r, player: player, op: op, token: s.token("player", player), rng: rand.New(rand.NewPCG(r.seed, uint64(i)+1))}
@@ -308,17 +326,23 @@ func (r *crashRun) exchange(base string, c call) (int, []byte, error) {
 	return resp.StatusCode, b, nil
 }
 
-// deliver sends one copy of w until it gets an answer, retrying with the
-// same key or throw number after a transport error, a 503 or a 429, as a
-// client should; it records every attempt and the answer. It returns false
-// when the run is cancelled or no answer came within crashAnswerWait.
-func (r *crashRun) deliver(w *crashWrite) (crashAnswer, bool) {
+// deliver sends one copy of w, first to node node, until it gets an
+// answer, retrying with the same key or throw number on the next node after
+// a transport error, a 503 or a 429, as a client should; it records every
+// attempt and the answer. It returns false when the run is cancelled or no
+// answer came within crashAnswerWait.
+func (r *crashRun) deliver(w *crashWrite, node int) (crashAnswer, bool) {
 	deadline := time.Now().Add(crashAnswerWait)
 	backoff := crashBackoffMin
 	var earlier []int // statuses of the attempts before, 0 for a transport error
 	for {
-		status, b, err := r.exchange(*r.url.Load(), w.call)
-		r.journal.attempted()
+		urls := *r.urls.Load()
+		sent := time.Now()
+		status, b, err := r.exchange(urls[node%len(urls)], w.call)
+		node++
+		acked := err == nil && status/100 == 2
+		r.journal.attempted(crashAttempt{sent: sent, answered: time.Now(), acked: acked,
+			failed: err != nil || status == http.StatusServiceUnavailable || status == http.StatusTooManyRequests})
 		if err == nil && status != http.StatusServiceUnavailable && status != http.StatusTooManyRequests {
 			a := crashAnswer{w: w, status: status, earlier: earlier}
 			a.decode(b)
@@ -426,9 +450,11 @@ func (c *crashClient) send(w *crashWrite) ([]crashAnswer, bool) {
 	c.run.journal.sending(w)
 	as := make([]crashAnswer, copies)
 	oks := make([]bool, copies)
+	// Twin copies start on two nodes.
+	node := c.rng.IntN(crashNodesMax)
 	var wg sync.WaitGroup
 	for i := range as {
-		wg.Go(func() { as[i], oks[i] = c.run.deliver(w) })
+		wg.Go(func() { as[i], oks[i] = c.run.deliver(w, node+i) })
 	}
 	wg.Wait()
 	for _, ok := range oks {
@@ -556,8 +582,9 @@ func (a *crashAnswer) decode(b []byte) {
 // crashJournal is what the clients sent and were answered.
 type crashJournal struct {
 	mu       sync.Mutex
-	requests int           // HTTP requests sent, retries included
-	answers  []crashAnswer // each copy's answer, in the order they came
+	requests int            // HTTP requests sent, retries included
+	attempts []crashAttempt // each request, for the times to recover from a fault
+	answers  []crashAnswer  // each copy's answer, in the order they came
 	done     []completedWrite
 	sentKeys map[crashKey]bool // every keyed write sent
 	left     []string          // plays left by their player
@@ -570,10 +597,42 @@ type completedWrite struct {
 	answers []crashAnswer
 }
 
-func (j *crashJournal) attempted() {
+// crashAttempt is one HTTP request of a write: when it was sent and
+// answered, and whether it was acknowledged (2xx) or failed (a transport
+// error, 503 or 429: the client retries).
+type crashAttempt struct {
+	sent, answered time.Time
+	acked, failed  bool
+}
+
+func (j *crashJournal) attempted(a crashAttempt) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.requests++
+	j.attempts = append(j.attempts, a)
+}
+
+// recovery returns, for a fault at t, how long until the first request sent
+// after it was acknowledged, and how many requests sent after it failed
+// before that; ok is false while none is acknowledged.
+func (j *crashJournal) recovery(t time.Time) (took time.Duration, failed int, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	first := time.Time{}
+	for _, a := range j.attempts {
+		if a.acked && !a.sent.Before(t) && (first.IsZero() || a.answered.Before(first)) {
+			first = a.answered
+		}
+	}
+	if first.IsZero() {
+		return 0, 0, false
+	}
+	for _, a := range j.attempts {
+		if a.failed && !a.sent.Before(t) && a.sent.Before(first) {
+			failed++
+		}
+	}
+	return first.Sub(t), failed, true
 }
 
 func (j *crashJournal) sending(w *crashWrite) {
@@ -858,7 +917,7 @@ type crashFigures struct {
 func (r *crashRun) check(label string, final bool) crashFigures {
 	t := r.t
 	t.Helper()
-	if _, stderr, code := run(t, "export", "--data", r.data, "--out", r.export, "--resume"); code != 0 {
+	if _, stderr, code := run(t, append([]string{"export", "--out", r.export, "--resume"}, r.stored...)...); code != 0 {
 		t.Fatalf("%s: export: exit %d: %s", label, code, stderr)
 	}
 	if err := r.stream.readExport(r.export); err != nil {
@@ -1015,7 +1074,7 @@ func (r *crashRun) settledPlays(left []string, fs *crashFindings) (bySystem int)
 
 // audit runs tresor audit on the data directory: it must exit 0.
 func (r *crashRun) audit(fs *crashFindings) {
-	stdout, stderr, code := run(r.t, "audit", "--data", r.data, "--json", "--quiet")
+	stdout, stderr, code := run(r.t, append(append([]string{"audit", "--json", "--quiet"}, r.stored...), r.auditKey...)...)
 	var rep auditJSON
 	if err := json.Unmarshal([]byte(stdout), &rep); code != 0 || err != nil || !rep.OK {
 		fs.add(problemAudit, "exit %d, violations %v %.2000s %s", code, rep.ViolationCounts, stdout, stderr)
