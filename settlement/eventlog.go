@@ -67,6 +67,9 @@ func OpenEventLog(ctx context.Context, store eventstore.Store, cfg eventstore.Co
 	return &EventLog{store: store, committer: c}, nil
 }
 
+// Stats counts the batches the committer has committed.
+func (l *EventLog) Stats() eventstore.CommitterStats { return l.committer.Stats() }
+
 // Close commits what was submitted and stops the committer.
 func (l *EventLog) Close() error { return l.committer.Close() }
 
