@@ -130,6 +130,12 @@ type Committer interface {
 	// ErrClosed after Close; ctx.Err() if ctx ends before the request is
 	// enqueued.
 	Submit(ctx context.Context, req AppendRequest) <-chan AppendResult
+	// SubmitFunc is Submit with a callback instead of a channel: done is
+	// called exactly once with the result, on the committer's goroutine
+	// (or on the caller's, for a request refused before it is enqueued),
+	// so it must be quick and must not block. A writer with thousands of
+	// commands in flight then needs no goroutine per command to wait.
+	SubmitFunc(ctx context.Context, req AppendRequest, done func(AppendResult))
 	// Head is the chain head as of the last acknowledged batch.
 	Head() Head
 	// Stats counts the batches acknowledged so far.
@@ -161,9 +167,9 @@ type CommitterStats struct {
 
 // pending is one submitted request on its way through the committer.
 type pending struct {
-	req    AppendRequest
-	result chan AppendResult
-	recs   int // index of its first event in the batch
+	req  AppendRequest
+	done func(AppendResult)
+	recs int // index of its first event in the batch
 }
 
 // batch is a built, hashed batch on its way to the sender.
@@ -280,28 +286,34 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 }
 
 func answer(p *pending, seqs []uint64, err error) {
-	p.result <- AppendResult{Sequences: seqs, Err: err}
+	p.done(AppendResult{Sequences: seqs, Err: err})
 }
 
 // Submit implements Committer.
 func (c *committer) Submit(ctx context.Context, req AppendRequest) <-chan AppendResult {
-	p := &pending{req: req, result: make(chan AppendResult, 1)}
+	result := make(chan AppendResult, 1)
+	c.SubmitFunc(ctx, req, func(r AppendResult) { result <- r })
+	return result
+}
+
+// SubmitFunc implements Committer.
+func (c *committer) SubmitFunc(ctx context.Context, req AppendRequest, done func(AppendResult)) {
+	p := &pending{req: req, done: done}
 	if err := c.store.validateRequest(c.chain, &req, c.cfg.BatchEventsMax-1); err != nil {
 		answer(p, nil, err)
-		return p.result
+		return
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
 		answer(p, nil, fmt.Errorf("submit to chain %s: %w", c.chain, ErrClosed))
-		return p.result
+		return
 	}
 	select {
 	case c.reqs <- p:
 	case <-ctx.Done():
 		answer(p, nil, fmt.Errorf("submit to chain %s: %w", c.chain, ctx.Err()))
 	}
-	return p.result
 }
 
 // Head implements Committer.

@@ -78,23 +78,19 @@ func (l *EventLog) Close() error { return l.committer.Close() }
 func (l *EventLog) Abort(err error) { l.committer.Abort(err) }
 
 // Append implements Log.
-func (l *EventLog) Append(ctx context.Context, recs []Record) <-chan AppendResult {
-	out := make(chan AppendResult, 1)
+func (l *EventLog) Append(ctx context.Context, recs []Record, done func(AppendResult)) {
 	req := eventstore.AppendRequest{Events: make([]eventstore.Event, len(recs))}
 	for i, r := range recs {
 		ev, err := envelope(r)
 		if err != nil {
-			out <- AppendResult{Err: err}
-			return out
+			done(AppendResult{Err: err})
+			return
 		}
 		req.Events[i] = ev
 	}
-	res := l.committer.Submit(ctx, req)
-	go func() {
-		r := <-res
-		out <- AppendResult{Seqs: r.Sequences, Err: r.Err}
-	}()
-	return out
+	l.committer.SubmitFunc(ctx, req, func(r eventstore.AppendResult) {
+		done(AppendResult{Seqs: r.Sequences, Err: r.Err})
+	})
 }
 
 // envelope turns a domain event into the event store's envelope.
