@@ -35,6 +35,11 @@ type CommitterConfig struct {
 	// there or the wait is over. A lone writer never waits: its one request
 	// is all that is expected.
 	LingerMax time.Duration
+	// LingerIdle ends that wait early once no request has come for this
+	// long since the acknowledgement or the last request (default 1ms):
+	// the writers that were going to submit again have done so, and a
+	// lull at low load no longer costs a command the rest of LingerMax.
+	LingerIdle time.Duration
 	// PipelineDepth bounds the batches in flight at once (default 1, at
 	// most PipelineDepthMax). 1 sends a batch only once the previous one is
 	// acknowledged, fenced on the sequence that acknowledgement gave. Above
@@ -83,11 +88,14 @@ func (c *CommitterConfig) setDefaults() error {
 	if c.LingerMax == 0 {
 		c.LingerMax = 10 * time.Millisecond
 	}
+	if c.LingerIdle == 0 {
+		c.LingerIdle = time.Millisecond
+	}
 	if c.PipelineDepth == 0 {
 		c.PipelineDepth = 1
 	}
 	if c.PipelineDepth < 1 || c.PipelineDepth > PipelineDepthMax || c.QueueMax < 1 || c.BatchEventsMax < 2 || c.BatchEventsMax > BatchEventsMax || c.AggregateCacheMax < 1 ||
-		c.SealEvery < 1 || c.SealInterval <= 0 || c.LingerMax < 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
+		c.SealEvery < 1 || c.SealInterval <= 0 || c.LingerMax < 0 || c.LingerIdle < 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
 		return fmt.Errorf("committer config %+v: %w", *c, ErrInvalid)
 	}
 	return nil
@@ -465,6 +473,7 @@ type loopState struct {
 	sealDue    bool                 // the interval elapsed
 	inFlightN  int                  // batches handed to the sender, not acknowledged
 	freeAt     time.Time            // when the last acknowledgement freed the sender
+	arrivedAt  time.Time            // when the last request was added to a batch
 	lastCommit time.Duration        // how long the last batch took to commit
 	expected   int                  // events worth waiting for before sending (see LingerMax)
 	failed     error                // fatal error: answer everything with it
@@ -503,7 +512,9 @@ func (c *committer) loop(head Head) {
 		var toSend chan *batch
 		var linger <-chan time.Time
 		if st.cur != nil && len(st.cur.recs) > 0 {
-			wait := min(c.cfg.LingerMax, st.lastCommit/2) - time.Since(st.freeAt)
+			now := time.Now()
+			wait := min(min(c.cfg.LingerMax, st.lastCommit/2)-now.Sub(st.freeAt),
+				c.cfg.LingerIdle-now.Sub(later(st.freeAt, st.arrivedAt)))
 			full := st.next != nil || len(st.cur.recs) >= c.cfg.BatchEventsMax
 			switch {
 			case st.inFlightN >= c.cfg.PipelineDepth: // the pipeline is full: wait for an acknowledgement
@@ -580,6 +591,14 @@ func (c *committer) loop(head Head) {
 	}
 }
 
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // Abort implements Committer.
 func (c *committer) Abort(err error) {
 	select {
@@ -616,6 +635,7 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 	}
 	p.recs = len(st.cur.recs)
 	c.record(st, p.req.Events)
+	st.arrivedAt = time.Now()
 	st.cur.members = append(st.cur.members, p)
 	for i := range p.req.Events {
 		st.inFlight[p.req.Events[i].Aggregate]++
