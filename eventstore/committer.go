@@ -35,6 +35,11 @@ type CommitterConfig struct {
 	// there or the wait is over. A lone writer never waits: its one request
 	// is all that is expected.
 	LingerMax time.Duration
+	// LingerIdle ends that wait early once no request has come for this
+	// long since the acknowledgement or the last request (default 1ms):
+	// the writers that were going to submit again have done so, and a
+	// lull at low load no longer costs a command the rest of LingerMax.
+	LingerIdle time.Duration
 	// PipelineDepth bounds the batches in flight at once (default 1, at
 	// most PipelineDepthMax). 1 sends a batch only once the previous one is
 	// acknowledged, fenced on the sequence that acknowledgement gave. Above
@@ -83,11 +88,14 @@ func (c *CommitterConfig) setDefaults() error {
 	if c.LingerMax == 0 {
 		c.LingerMax = 10 * time.Millisecond
 	}
+	if c.LingerIdle == 0 {
+		c.LingerIdle = time.Millisecond
+	}
 	if c.PipelineDepth == 0 {
 		c.PipelineDepth = 1
 	}
 	if c.PipelineDepth < 1 || c.PipelineDepth > PipelineDepthMax || c.QueueMax < 1 || c.BatchEventsMax < 2 || c.BatchEventsMax > BatchEventsMax || c.AggregateCacheMax < 1 ||
-		c.SealEvery < 1 || c.SealInterval <= 0 || c.LingerMax < 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
+		c.SealEvery < 1 || c.SealInterval <= 0 || c.LingerMax < 0 || c.LingerIdle < 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
 		return fmt.Errorf("committer config %+v: %w", *c, ErrInvalid)
 	}
 	return nil
@@ -130,8 +138,16 @@ type Committer interface {
 	// ErrClosed after Close; ctx.Err() if ctx ends before the request is
 	// enqueued.
 	Submit(ctx context.Context, req AppendRequest) <-chan AppendResult
+	// SubmitFunc is Submit with a callback instead of a channel: done is
+	// called exactly once with the result, on the committer's goroutine
+	// (or on the caller's, for a request refused before it is enqueued),
+	// so it must be quick and must not block. A writer with thousands of
+	// commands in flight then needs no goroutine per command to wait.
+	SubmitFunc(ctx context.Context, req AppendRequest, done func(AppendResult))
 	// Head is the chain head as of the last acknowledged batch.
 	Head() Head
+	// Stats counts the batches acknowledged so far.
+	Stats() CommitterStats
 	// Err is the error that stopped the committer, nil while it runs.
 	Err() error
 	// Close commits what was submitted, stops, and returns Err().
@@ -144,11 +160,24 @@ type Committer interface {
 	Abort(err error)
 }
 
+// CommitterStats counts what a committer has committed since it started:
+// a report divides them (events per batch, commit time per batch).
+type CommitterStats struct {
+	// Batches counts the acknowledged batches.
+	Batches uint64
+	// Events counts their events, seals included.
+	Events uint64
+	// CommitTime sums, over those batches, the time from their handover to
+	// the sender to their acknowledgement (queueing behind the batches in
+	// flight included).
+	CommitTime time.Duration
+}
+
 // pending is one submitted request on its way through the committer.
 type pending struct {
-	req    AppendRequest
-	result chan AppendResult
-	recs   int // index of its first event in the batch
+	req  AppendRequest
+	done func(AppendResult)
+	recs int // index of its first event in the batch
 }
 
 // batch is a built, hashed batch on its way to the sender.
@@ -208,6 +237,7 @@ type committer struct {
 	stateMu sync.Mutex
 	head    Head  // acknowledged head
 	err     error // first fatal error
+	stats   CommitterStats
 }
 
 // NewCommitter implements Store.
@@ -264,28 +294,34 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 }
 
 func answer(p *pending, seqs []uint64, err error) {
-	p.result <- AppendResult{Sequences: seqs, Err: err}
+	p.done(AppendResult{Sequences: seqs, Err: err})
 }
 
 // Submit implements Committer.
 func (c *committer) Submit(ctx context.Context, req AppendRequest) <-chan AppendResult {
-	p := &pending{req: req, result: make(chan AppendResult, 1)}
+	result := make(chan AppendResult, 1)
+	c.SubmitFunc(ctx, req, func(r AppendResult) { result <- r })
+	return result
+}
+
+// SubmitFunc implements Committer.
+func (c *committer) SubmitFunc(ctx context.Context, req AppendRequest, done func(AppendResult)) {
+	p := &pending{req: req, done: done}
 	if err := c.store.validateRequest(c.chain, &req, c.cfg.BatchEventsMax-1); err != nil {
 		answer(p, nil, err)
-		return p.result
+		return
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
 		answer(p, nil, fmt.Errorf("submit to chain %s: %w", c.chain, ErrClosed))
-		return p.result
+		return
 	}
 	select {
 	case c.reqs <- p:
 	case <-ctx.Done():
 		answer(p, nil, fmt.Errorf("submit to chain %s: %w", c.chain, ctx.Err()))
 	}
-	return p.result
 }
 
 // Head implements Committer.
@@ -293,6 +329,13 @@ func (c *committer) Head() Head {
 	c.stateMu.Lock()
 	defer c.stateMu.Unlock()
 	return c.head
+}
+
+// Stats implements Committer.
+func (c *committer) Stats() CommitterStats {
+	c.stateMu.Lock()
+	defer c.stateMu.Unlock()
+	return c.stats
 }
 
 // Err implements Committer.
@@ -430,6 +473,7 @@ type loopState struct {
 	sealDue    bool                 // the interval elapsed
 	inFlightN  int                  // batches handed to the sender, not acknowledged
 	freeAt     time.Time            // when the last acknowledgement freed the sender
+	arrivedAt  time.Time            // when the last request was added to a batch
 	lastCommit time.Duration        // how long the last batch took to commit
 	expected   int                  // events worth waiting for before sending (see LingerMax)
 	failed     error                // fatal error: answer everything with it
@@ -468,7 +512,9 @@ func (c *committer) loop(head Head) {
 		var toSend chan *batch
 		var linger <-chan time.Time
 		if st.cur != nil && len(st.cur.recs) > 0 {
-			wait := min(c.cfg.LingerMax, st.lastCommit/2) - time.Since(st.freeAt)
+			now := time.Now()
+			wait := min(min(c.cfg.LingerMax, st.lastCommit/2)-now.Sub(st.freeAt),
+				c.cfg.LingerIdle-now.Sub(later(st.freeAt, st.arrivedAt)))
 			full := st.next != nil || len(st.cur.recs) >= c.cfg.BatchEventsMax
 			switch {
 			case st.inFlightN >= c.cfg.PipelineDepth: // the pipeline is full: wait for an acknowledgement
@@ -545,6 +591,14 @@ func (c *committer) loop(head Head) {
 	}
 }
 
+// later returns the later of two times.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
 // Abort implements Committer.
 func (c *committer) Abort(err error) {
 	select {
@@ -581,6 +635,7 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 	}
 	p.recs = len(st.cur.recs)
 	c.record(st, p.req.Events)
+	st.arrivedAt = time.Now()
 	st.cur.members = append(st.cur.members, p)
 	for i := range p.req.Events {
 		st.inFlight[p.req.Events[i].Aggregate]++
@@ -692,6 +747,9 @@ func (c *committer) acked(st *loopState, a sent) {
 	st.acked = Head{Sequence: a.seqs[len(a.seqs)-1], ChainSeq: last.ChainSeq, Hash: last.Hash}
 	c.stateMu.Lock()
 	c.head = st.acked
+	c.stats.Batches++
+	c.stats.Events += uint64(len(a.b.recs))
+	c.stats.CommitTime += st.lastCommit
 	c.stateMu.Unlock()
 }
 

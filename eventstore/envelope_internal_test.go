@@ -3,9 +3,12 @@ package eventstore
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 )
 
 // TestAppendMarkerHeader checks the marker's stored form: absent on the
@@ -35,5 +38,56 @@ func TestAppendMarkerHeader(t *testing.T) {
 		if _, err := subj.decode(m.Subject, ev.Sequence, m.Header, m.Data); !errors.As(err, &ie) || ie.What != "header "+HeaderAppendRemaining {
 			t.Errorf("marker %q: %v, want an IntegrityError on the header", v, err)
 		}
+	}
+}
+
+// encodeMsg writes the envelope's headers with the values their plain
+// formatting gives (the stored form docs/events.md describes), with and
+// without the optional ones.
+func TestEncodeMsgHeaders(t *testing.T) {
+	subj := subjects{prefix: "tresor"}
+	ev := RecordedEvent{Event: Event{ID: "ev-1", Type: "test.A", SchemaVersion: 3, Aggregate: Aggregate{Kind: "acct", ID: "a"},
+		Payload: json.RawMessage(`{"x":1}`)}, Chain: "s0", ChainSeq: 123456789,
+		RecordedAt: time.Date(2026, 12, 2, 17, 0, 0, 120, time.FixedZone("CET", 3600)), PrevHash: Hash{1, 2, 3}}
+	for _, opt := range []struct {
+		corr, cause string
+		remaining   int
+	}{{"", "", 0}, {"corr-1", "cause-1", 7}, {"", "cause-2", BatchEventsMax - 1}} {
+		ev.CorrelationID, ev.CausationID, ev.AppendRemaining = opt.corr, opt.cause, opt.remaining
+		ev.Hash = ComputeHash(&ev)
+		m := subj.encodeMsg(&ev)
+		want := nats.Header{
+			HeaderID: {"ev-1"}, HeaderType: {"test.A"}, HeaderSchema: {"3"}, HeaderChainSeq: {"123456789"},
+			HeaderRecordedAt: {ev.RecordedAt.UTC().Format(time.RFC3339Nano)}, HeaderPrevHash: {ev.PrevHash.String()},
+			HeaderHash: {ev.Hash.String()},
+		}
+		if opt.corr != "" {
+			want[HeaderCorrelation] = []string{opt.corr}
+		}
+		if opt.cause != "" {
+			want[HeaderCausation] = []string{opt.cause}
+		}
+		if opt.remaining > 0 {
+			want[HeaderAppendRemaining] = []string{strconv.Itoa(opt.remaining)}
+		}
+		if !reflect.DeepEqual(m.Header, want) || m.Subject != "tresor.s0.acct.a" || string(m.Data) != `{"x":1}` {
+			t.Fatalf("%+v: %s %v %s, want headers %v", opt, m.Subject, m.Header, m.Data, want)
+		}
+		if got, err := subj.decode(m.Subject, 1, m.Header, m.Data); err != nil || got.Hash != ev.Hash {
+			t.Fatalf("%+v: decoded %v", opt, err)
+		}
+	}
+}
+
+func BenchmarkEncodeMsg(b *testing.B) {
+	subj := subjects{prefix: "tresor"}
+	ev := RecordedEvent{Event: Event{ID: "ev-1", Type: "tresor.ThrowMade", SchemaVersion: 1, Aggregate: Aggregate{Kind: "player", ID: "p-1"},
+		Payload: json.RawMessage(`{"x":1}`)}, Chain: "s0", ChainSeq: 1234567, RecordedAt: time.Now(), AppendRemaining: 2}
+	ev.Hash = ComputeHash(&ev)
+	ids, seq := []string{"batch"}, []string{"2"}
+	for b.Loop() {
+		// As publishBatch marks a message in the middle of a batch.
+		m := subj.encodeMsg(&ev)
+		m.Header["Nats-Batch-Id"], m.Header["Nats-Batch-Sequence"] = ids, seq
 	}
 }

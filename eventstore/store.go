@@ -510,6 +510,10 @@ func (s *NATSStore) fence(chain string, fence uint64, recs []RecordedEvent, msgs
 	first.Set(jetstream.MsgIDHeader, recs[0].ID)
 }
 
+// batchCommit is the value of the header that commits a batch, shared by
+// every batch's last message (never written to).
+var batchCommit = []string{"1"}
+
 // publishBatch sends msgs (recs encoded, fenced on fence) as one atomic
 // batch without waiting: the server answers the commit on reply, and
 // batchReply reads that answer. The committer uses it to keep several
@@ -518,11 +522,16 @@ func (s *NATSStore) fence(chain string, fence uint64, recs []RecordedEvent, msgs
 func (s *NATSStore) publishBatch(chain string, fence uint64, recs []RecordedEvent, msgs []*nats.Msg, reply string) (batchID string, err error) {
 	s.fence(chain, fence, recs, msgs)
 	batchID = nuid.Next()
+	// One value slice for the id and one array for the positions serve
+	// every message of the batch (the header names are canonical already).
+	ids := []string{batchID}
+	positions := make([]string, len(msgs))
 	for i, m := range msgs {
-		m.Header.Set(jetstreamext.BatchIDHeader, batchID)
-		m.Header.Set(jetstreamext.BatchSeqHeader, strconv.Itoa(i+1))
+		positions[i] = strconv.Itoa(i + 1)
+		m.Header[jetstreamext.BatchIDHeader] = ids
+		m.Header[jetstreamext.BatchSeqHeader] = positions[i : i+1 : i+1]
 		if i == len(msgs)-1 {
-			m.Header.Set(jetstreamext.BatchCommitHeader, "1")
+			m.Header[jetstreamext.BatchCommitHeader] = batchCommit
 			m.Reply = reply
 		}
 		if err := s.nc.PublishMsg(m); err != nil {

@@ -67,6 +67,9 @@ func OpenEventLog(ctx context.Context, store eventstore.Store, cfg eventstore.Co
 	return &EventLog{store: store, committer: c}, nil
 }
 
+// Stats counts the batches the committer has committed.
+func (l *EventLog) Stats() eventstore.CommitterStats { return l.committer.Stats() }
+
 // Close commits what was submitted and stops the committer.
 func (l *EventLog) Close() error { return l.committer.Close() }
 
@@ -75,31 +78,36 @@ func (l *EventLog) Close() error { return l.committer.Close() }
 func (l *EventLog) Abort(err error) { l.committer.Abort(err) }
 
 // Append implements Log.
-func (l *EventLog) Append(ctx context.Context, recs []Record) <-chan AppendResult {
-	out := make(chan AppendResult, 1)
+func (l *EventLog) Append(ctx context.Context, recs []Record, done func(AppendResult)) {
 	req := eventstore.AppendRequest{Events: make([]eventstore.Event, len(recs))}
+	// The command's payloads share one buffer: one allocation (or a few,
+	// as it grows) per command instead of one or more per event.
+	buf := make([]byte, 0, 512*len(recs))
 	for i, r := range recs {
-		ev, err := envelope(r)
+		ev, err := envelope(r, &buf)
 		if err != nil {
-			out <- AppendResult{Err: err}
-			return out
+			done(AppendResult{Err: err})
+			return
 		}
 		req.Events[i] = ev
 	}
-	res := l.committer.Submit(ctx, req)
-	go func() {
-		r := <-res
-		out <- AppendResult{Seqs: r.Sequences, Err: r.Err}
-	}()
-	return out
+	l.committer.SubmitFunc(ctx, req, func(r eventstore.AppendResult) {
+		done(AppendResult{Seqs: r.Sequences, Err: r.Err})
+	})
 }
 
-// envelope turns a domain event into the event store's envelope.
-func envelope(r Record) (eventstore.Event, error) {
-	payload, err := json.Marshal(r.Event)
+// envelope turns a domain event into the event store's envelope, its
+// payload appended to buf (json.Marshal's bytes: see
+// domain.AppendEventJSON) and capped there, so that a later append to buf
+// never writes into it.
+func envelope(r Record, buf *[]byte) (eventstore.Event, error) {
+	start := len(*buf)
+	b, err := domain.AppendEventJSON(*buf, r.Event)
 	if err != nil {
 		return eventstore.Event{}, fmt.Errorf("encode %s: %w", r.Event.EventType(), err)
 	}
+	*buf = b
+	payload := b[start:len(b):len(b)]
 	kind, id, ok := strings.Cut(r.Event.AggregateID(), ".")
 	if !ok {
 		return eventstore.Event{}, fmt.Errorf("encode %s: aggregate %q has no kind", r.Event.EventType(), r.Event.AggregateID())

@@ -26,6 +26,10 @@ type SimConfig struct {
 	Rate int
 	// OnPlay, when set, is called after each settled play (progress bars).
 	OnPlay func()
+	// Measure, when set, is called as the plays start (the players are
+	// funded by then), and the function it returns once the last play has
+	// settled: a profile or a counter it starts covers the plays alone.
+	Measure func() (done func())
 }
 
 // SimResult is what a simulation did, measured on the writer's answers.
@@ -100,6 +104,10 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 		}
 		return true
 	}
+	done := func() {}
+	if cfg.Measure != nil {
+		done = cfg.Measure()
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	if cfg.Rate > 0 {
@@ -121,6 +129,7 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
+	done()
 	if firstErr != nil {
 		return nil, firstErr
 	}

@@ -33,11 +33,12 @@ type AppendResult struct {
 // Log is what the writer needs from the event store.
 type Log interface {
 	// Append submits the records of one command as one atomic unit and
-	// returns at once; the result arrives on the channel once the records
-	// are durable or refused. Appends commit in submission order, and once
-	// one fails every later one fails too: a failed append means the writer
-	// no longer knows the log's head.
-	Append(ctx context.Context, recs []Record) <-chan AppendResult
+	// returns at once; done is called exactly once with the result, once
+	// the records are durable or refused, on the log's goroutine or the
+	// caller's: it must be quick and must not block. Appends commit in
+	// submission order, and once one fails every later one fails too: a
+	// failed append means the writer no longer knows the log's head.
+	Append(ctx context.Context, recs []Record, done func(AppendResult))
 	// Replay calls fn for every domain event in stream order after
 	// sequence after (0: from the first), and returns the sequence of the
 	// last event read (after when there is none).
@@ -533,17 +534,17 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 	// The ledger already holds these events: the append must go through
 	// whatever happens to the request, so it does not take the request's
 	// context (a caller that gives up learns the outcome by retrying).
-	res := w.log.Append(context.WithoutCancel(ctx), recs)
 	tail := &appendDone{done: make(chan struct{}), recs: recs}
 	w.tail = tail
 	if w.snap != nil {
 		w.snap.push(tail)
 	}
 	w.appends.Add(1)
-	go func() {
+	// The answer is sent from the log's callback: out is buffered, so
+	// nothing there blocks, and no goroutine waits per command.
+	w.log.Append(context.WithoutCancel(ctx), recs, func(r AppendResult) {
 		defer w.appends.Done()
 		defer close(tail.done)
-		r := <-res
 		if r.Err != nil {
 			w.fail(fmt.Errorf("append %s: %w", d.Events[0].EventType(), r.Err))
 			tail.err = w.Err()
@@ -557,7 +558,7 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 		}
 		w.mu.Unlock()
 		out <- reply{res: Result{Events: d.Events, Seqs: r.Seqs}}
-	}()
+	})
 	w.prepareNext()
 }
 

@@ -546,25 +546,24 @@ type heldLog struct {
 	lose bool
 }
 
-func (h *heldLog) Append(ctx context.Context, recs []Record) <-chan AppendResult {
-	res := h.EventLog.Append(ctx, recs)
+func (h *heldLog) Append(ctx context.Context, recs []Record, done func(AppendResult)) {
 	h.mu.Lock()
 	hold := h.hold
 	h.mu.Unlock()
-	out := make(chan AppendResult, 1)
-	go func() {
-		r := <-res
-		if hold != nil {
-			<-hold
-		}
-		h.mu.Lock()
-		if h.lose {
-			r = AppendResult{Err: eventstore.ErrOutcomeUnknown}
-		}
-		h.mu.Unlock()
-		out <- r
-	}()
-	return out
+	h.EventLog.Append(ctx, recs, func(r AppendResult) {
+		// Held off the committer's goroutine, which answers every append.
+		go func() {
+			if hold != nil {
+				<-hold
+			}
+			h.mu.Lock()
+			if h.lose {
+				r = AppendResult{Err: eventstore.ErrOutcomeUnknown}
+			}
+			h.mu.Unlock()
+			done(r)
+		}()
+	})
 }
 
 // holdAnswers holds the answers of the appends submitted from now on until

@@ -2,14 +2,20 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"os"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/settlement"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -25,6 +31,7 @@ type simulateOptions struct {
 	yardstick bool
 	quiet     bool
 	cpuProf   string
+	memProf   string
 }
 
 // simulatePlaysMax bounds one run (ten blocks' worth).
@@ -61,7 +68,9 @@ func init() {
 			if o.rate < 0 || o.rate > simulateRateMax {
 				return usagef("--rate %d: want 0 (as fast as answered) to %d plays a second", o.rate, simulateRateMax)
 			}
-			return runProfiled(cmd, o.cpuProf, func(ctx context.Context) error {
+			// The profiles cover the plays alone (see playsProfile), not
+			// the setup.
+			return runProfiled(cmd, "", func(ctx context.Context) error {
 				rep, err := simulate(ctx, &cfg, price, o, cmd.ErrOrStderr())
 				if err != nil {
 					return err
@@ -85,7 +94,8 @@ func init() {
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object")
 	f.BoolVar(&o.yardstick, "yardstick", false, "also measure raw 1 000-message atomic batches on the same server")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
-	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the run to this file (go tool pprof)")
+	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the plays (not the setup) to this file (go tool pprof)")
+	f.StringVar(&o.memProf, "memprofile", "", "write a heap profile (allocations included) to this file once the plays are over (go tool pprof)")
 	rootCmd.AddCommand(cmd)
 }
 
@@ -116,6 +126,14 @@ type simulateReport struct {
 	StreamLastSeq    uint64      `json:"stream_last_sequence"`
 	SyncEveryWrite   bool        `json:"sync_every_write"`
 	EventsPerPlayAvg float64     `json:"events_per_play"` // float-ok: a ratio
+	// Batches, EventsPerBatch and CommitMsAvg describe the committer's
+	// atomic batches during the plays (seals included); CPUMicrosPerEvent
+	// is the process's CPU time (user and system, the embedded server's
+	// included when there is one) during the plays over their events.
+	Batches           uint64  `json:"batches"`
+	EventsPerBatch    float64 `json:"events_per_batch"` // float-ok: a ratio
+	CommitMsAvg       float64 `json:"commit_ms_avg"`    // float-ok: a duration
+	CPUMicrosPerEvent float64 `json:"cpu_us_per_event"` // float-ok: a duration
 }
 
 // blockLine is one block touched by the run.
@@ -139,7 +157,9 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	}
 	defer w.Close()
 
-	sim := settlement.SimConfig{Price: price, Plays: o.plays, Players: o.players, Rate: o.rate}
+	var plays playsMeasure
+	sim := settlement.SimConfig{Price: price, Plays: o.plays, Players: o.players, Rate: o.rate,
+		Measure: func() func() { return plays.start(st.log, o) }}
 	if !o.quiet {
 		bar := progressbar.NewOptions(o.plays, progressbar.OptionSetWriter(progress), progressbar.OptionSetDescription("plays"),
 			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("plays"),
@@ -151,6 +171,9 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	if err != nil {
 		return nil, err
 	}
+	if plays.err != nil {
+		return nil, plays.err
+	}
 	secs := res.Elapsed.Seconds()
 	rep := &simulateReport{
 		Price: price, Plays: res.Plays, Players: o.players, Rate: o.rate, StakesTotal: res.StakesTotal, PrizesTotal: res.PrizesTotal,
@@ -160,6 +183,14 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		LatencyP50Ms:     ms(settlement.Percentile(res.Latencies, 50)), LatencyP99Ms: ms(settlement.Percentile(res.Latencies, 99)),
 		CommandP50Ms: ms(settlement.Percentile(res.CommandLatencies, 50)), CommandP99Ms: ms(settlement.Percentile(res.CommandLatencies, 99)),
 		SyncEveryWrite: cfg.SyncInterval == 0 && cfg.NATSURL == "",
+		Batches:        plays.stats.Batches,
+	}
+	if plays.stats.Batches > 0 {
+		rep.EventsPerBatch = float64(plays.stats.Events) / float64(plays.stats.Batches)
+		rep.CommitMsAvg = ms(plays.stats.CommitTime / time.Duration(plays.stats.Batches))
+	}
+	if res.Events > 0 {
+		rep.CPUMicrosPerEvent = float64(plays.cpu.Nanoseconds()) / 1000 / float64(res.Events)
 	}
 	for _, t := range domain.Tiers {
 		rep.Tiers[t.ID()] = res.Tiers[t]
@@ -190,6 +221,59 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	return rep, nil
 }
 
+// playsMeasure is what simulate measures over the plays alone: the
+// committer's batches, the process's CPU time, and the profiles asked for.
+type playsMeasure struct {
+	stats eventstore.CommitterStats
+	cpu   time.Duration
+	err   error
+}
+
+// start starts measuring and returns the function that stops.
+func (m *playsMeasure) start(log *settlement.EventLog, o simulateOptions) func() {
+	var prof *os.File
+	if o.cpuProf != "" {
+		prof, m.err = os.Create(o.cpuProf)
+		if m.err == nil {
+			m.err = pprof.StartCPUProfile(prof)
+		}
+	}
+	stats0, cpu0 := log.Stats(), processCPU()
+	return func() {
+		m.cpu = processCPU() - cpu0
+		s := log.Stats()
+		m.stats = eventstore.CommitterStats{Batches: s.Batches - stats0.Batches, Events: s.Events - stats0.Events,
+			CommitTime: s.CommitTime - stats0.CommitTime}
+		if prof != nil {
+			pprof.StopCPUProfile()
+			m.err = errors.Join(m.err, prof.Close())
+		}
+		if o.memProf != "" {
+			m.err = errors.Join(m.err, writeHeapProfile(o.memProf))
+		}
+	}
+}
+
+// processCPU is the CPU time (user and system) the process has used.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// writeHeapProfile writes the heap profile, allocations since the start
+// included, after a collection so that the live heap is up to date.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	runtime.GC()
+	return errors.Join(pprof.WriteHeapProfile(f), f.Close())
+}
+
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func (r *simulateReport) print(w io.Writer) error {
@@ -205,6 +289,8 @@ func (r *simulateReport) print(w io.Writer) error {
 	fmt.Fprintf(tw, "events/s\t%.0f (%.2f events per play, every event durable: %t)\n", r.EventsPerSecond, r.EventsPerPlayAvg, r.SyncEveryWrite)
 	fmt.Fprintf(tw, "play latency\tp50 %.2f ms, p99 %.2f ms (stake to settlement, 5 durable commands)\n", r.LatencyP50Ms, r.LatencyP99Ms)
 	fmt.Fprintf(tw, "command latency\tp50 %.2f ms, p99 %.2f ms\n", r.CommandP50Ms, r.CommandP99Ms)
+	fmt.Fprintf(tw, "batches\t%d (%.1f events each, %.2f ms to commit on average)\n", r.Batches, r.EventsPerBatch, r.CommitMsAvg)
+	fmt.Fprintf(tw, "CPU\t%.1f µs per event (the whole process)\n", r.CPUMicrosPerEvent)
 	if r.Yardstick != nil {
 		fmt.Fprintf(tw, "yardstick\t%.0f events/s in raw 1 000-message atomic batches; Tresor at %.2f of it\n", *r.Yardstick, *r.YardstickRatio)
 	}
