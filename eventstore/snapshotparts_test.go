@@ -276,17 +276,8 @@ func putBytes(t *testing.T, os jetstream.ObjectStore, name string, b []byte) {
 // on an embedded server: what a start spends fetching it, beside its
 // decoding.
 func BenchmarkSnapshotParts(b *testing.B) {
-	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer srv.Shutdown()
+	store := openStore(b, runEmbedded(b, b.TempDir()), eventstore.Config{})
 	ctx := context.Background()
-	store, err := srv.Open(ctx, eventstore.Config{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer store.Close()
 	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
 	if err != nil {
 		b.Fatal(err)
