@@ -509,6 +509,9 @@ func drivePlays(b *testing.B, prefix string, nodes ...*server) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	all := slices.Concat(lat...)
+	if len(all) == 0 {
+		b.Fatalf("no request answered of %d plays (see the failures above)", b.N)
+	}
 	slices.Sort(all)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "plays/s")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")
