@@ -216,16 +216,19 @@ func (f *Forwarder) Execute(ctx context.Context, cmd domain.Command) (settlement
 		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: %v", api.ErrNotReady, err)
 	}
 	res, last, err := decodeResult(msg.Data)
-	f.see(last)
+	raise(&f.lastSeq, last)
 	return res, err
 }
 
-// see raises lastSeq to seq.
-func (f *Forwarder) see(seq uint64) {
+// raise raises v to seq when seq is larger, and returns v's value then.
+func raise(v *atomic.Uint64, seq uint64) uint64 {
 	for {
-		cur := f.lastSeq.Load()
-		if seq <= cur || f.lastSeq.CompareAndSwap(cur, seq) {
-			return
+		cur := v.Load()
+		if seq <= cur {
+			return cur
+		}
+		if v.CompareAndSwap(cur, seq) {
+			return seq
 		}
 	}
 }

@@ -165,15 +165,7 @@ func (n *Node) LastSeq() uint64 {
 			seq = max(seq, f.position())
 		}
 	}
-	for {
-		cur := n.lastSeq.Load()
-		if seq <= cur {
-			return cur
-		}
-		if n.lastSeq.CompareAndSwap(cur, seq) {
-			return seq
-		}
-	}
+	return raise(&n.lastSeq, seq)
 }
 
 // Ready reports whether the node can take commands now: it is the writer,

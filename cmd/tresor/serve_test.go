@@ -468,14 +468,18 @@ func BenchmarkAPIPlays(b *testing.B) {
 	s.stop()
 }
 
+// playRounds numbers the calls of drivePlays.
+var playRounds atomic.Uint64
+
 // drivePlays drives b.N whole plays (stake and 4 throws) from 32
 // concurrent players, player i through nodes[i%len(nodes)], on the open
 // emission, and reports plays/s and the p99 latency of one request. The
 // players' accounts are set up through the first node, named by prefix and
-// b.N (a sub-benchmark runs more than once on the same nodes).
+// a round number: a sub-benchmark runs several times on the same nodes (its
+// ramp-up, -count), and a player's keys must be new each time.
 func drivePlays(b *testing.B, prefix string, nodes ...*server) {
 	const players = 32
-	prefix = fmt.Sprint(prefix, b.N)
+	prefix = fmt.Sprint(prefix, playRounds.Add(1))
 	s := nodes[0]
 	op := s.token("operator", "")
 	tokens := make([]string, players)
@@ -509,6 +513,9 @@ func drivePlays(b *testing.B, prefix string, nodes ...*server) {
 	elapsed := time.Since(start)
 	b.StopTimer()
 	all := slices.Concat(lat...)
+	if len(all) == 0 {
+		b.Fatalf("no request answered of %d plays (see the failures above)", b.N)
+	}
 	slices.Sort(all)
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "plays/s")
 	b.ReportMetric(float64(all[len(all)*99/100].Microseconds())/1000, "p99-ms")

@@ -24,6 +24,11 @@ const (
 	standbyClients = 6
 	// standbyLoad is how long the clients play before each fault.
 	standbyLoad = 700 * time.Millisecond
+	// standbyRequestMax is the clients' timeout for one request: a frozen
+	// node's HTTP server answers nothing, and a client then retries on
+	// the next node with the same key (the crash suite's minute would
+	// leave every client waiting on it).
+	standbyRequestMax = 3 * time.Second
 	// standbyRecoveryMax bounds the wait for the first command acknowledged
 	// after a fault: the goal is 3 s; the bound leaves room for a slow
 	// election on a loaded machine, and the figure is logged.
@@ -201,6 +206,7 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	}
 	r := newCrashRun(t)
 	r.clients = standbyClients
+	r.http.Timeout = standbyRequestMax
 	nc3, pub := clusterKeys(t, r.data)
 	r.stored, r.auditKey = []string{"--nats", nc3.URLs()}, []string{"--public-key", pub}
 	c := &standbyCluster{t: t, run: r, args: append([]string{"--nats", nc3.URLs(), "--replicas", "3"}, r.serveArgs...)}
@@ -258,7 +264,7 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 		time.Since(start).Round(time.Second), r.clients, r.seed, f.requests, f.answers, f.checked, f.writes, f.events, f.plays, f.bySystem)
 }
 
-// standbyAnswers deposits through node i, a standby, once: it forwards the
+// standbyAnswers deposits through node i, a standby: it forwards the
 // command to the writer and answers it.
 func (c *standbyCluster) standbyAnswers(i int) {
 	c.t.Helper()
@@ -268,13 +274,21 @@ func (c *standbyCluster) standbyAnswers(i int) {
 		kind: kindDeposit, player: player, amount: domain.Amount(100),
 	}
 	c.run.journal.sending(w)
-	status, b, err := c.run.exchange(c.nodes[i].url, w.call)
-	a := crashAnswer{w: w, status: status}
-	a.decode(b)
-	c.run.journal.answered(a)
-	if err != nil || status != http.StatusOK {
-		c.t.Fatalf("deposit through the resumed standby: %d %s %v", status, b, err)
-	}
+	// Just resumed, it may still be reconnecting to NATS or reading the
+	// lease: 503s are retried, as a client would.
+	eventstoretest.Eventually(c.t, 10*time.Second, func() error {
+		status, b, err := c.run.exchange(c.nodes[i].url, w.call)
+		if err != nil || status == http.StatusServiceUnavailable {
+			return fmt.Errorf("deposit through the resumed standby: %d %s %v", status, b, err)
+		}
+		a := crashAnswer{w: w, status: status}
+		a.decode(b)
+		c.run.journal.answered(a)
+		if status != http.StatusOK {
+			c.t.Fatalf("deposit through the resumed standby: %d %s", status, b)
+		}
+		return nil
+	})
 }
 
 // sameBalances checks that every node, read at the stream's last sequence,
