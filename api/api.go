@@ -714,8 +714,8 @@ func (s *Server) execute(ctx context.Context, cmd domain.Command) (settlement.Re
 	return res, nil
 }
 
-// waitFor waits until the projections show seq, or, for a replayed command
-// (seq 0), everything the writer has recorded.
+// waitFor waits until the projections show seq, or, for seq 0 (an answer
+// that carries no position), everything the writer has recorded.
 func (s *Server) waitFor(ctx context.Context, seq uint64) error {
 	if seq == 0 {
 		seq = s.cfg.Writer.LastSeq()

@@ -456,11 +456,11 @@ func (s *Server) throw(r *http.Request, _ *Claims) (int, any, error) {
 	res, err := s.execute(r.Context(), domain.MakeThrow{Player: p, Play: id, Throw: n})
 	switch {
 	case err == nil && res.Replay != nil:
-		return s.madeThrow(r, p, id, n)
+		return s.madeThrow(r, p, id, n, res.LastSeq())
 	case n > 0 && errors.Is(err, domain.ErrNotFound):
 		// The writer forgets a play's owner once its block closes; the
 		// history still tells whether throw n was made.
-		if status, body, herr := s.madeThrow(r, p, id, n); herr == nil {
+		if status, body, herr := s.madeThrow(r, p, id, n, 0); herr == nil {
 			return status, body, nil
 		}
 		return 0, nil, err
@@ -481,9 +481,14 @@ func (s *Server) throw(r *http.Request, _ *Claims) (int, any, error) {
 
 // madeThrow answers the retry of a throw already made with that throw, as
 // the history records it: the same answer as the first time, but for seq,
-// which is then a position at which the whole play is visible.
-func (s *Server) madeThrow(r *http.Request, player, id string, n int) (int, any, error) {
-	seq := s.cfg.Writer.LastSeq()
+// which is then a position at which the whole play is visible. seq is the
+// position the writer's answer was decided at (0 when there is none: the
+// writer's last known), never the node's position read now: the node may
+// have stepped down meanwhile, its position behind the throw.
+func (s *Server) madeThrow(r *http.Request, player, id string, n int, seq uint64) (int, any, error) {
+	if seq == 0 {
+		seq = s.cfg.Writer.LastSeq()
+	}
 	if err := s.waitFor(r.Context(), seq); err != nil {
 		return 0, nil, err
 	}
@@ -709,7 +714,7 @@ func (s *Server) emission(r *http.Request, c *Claims) (int, any, error) {
 	out := emissionJSON{Price: price, Blocks: req.Blocks, BlockIDs: []string{}, Seq: res.LastSeq()}
 	status := http.StatusCreated
 	if rp := res.Replay; rp != nil {
-		status, out.EmissionID, out.Seq = http.StatusOK, rp.Emission, s.cfg.Writer.LastSeq()
+		status, out.EmissionID = http.StatusOK, rp.Emission
 		if rp.OpenedBlock != "" {
 			out.BlockIDs = append(out.BlockIDs, rp.OpenedBlock)
 		}

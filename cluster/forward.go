@@ -132,7 +132,7 @@ func decodeResult(data []byte) (settlement.Result, uint64, error) {
 		}
 		return settlement.Result{}, w.LastSeq, &domain.Error{Code: e.Code, Message: e.Message}
 	}
-	res := settlement.Result{Seqs: w.Seqs, Replay: w.Replay}
+	res := settlement.Result{Seqs: w.Seqs, Replay: w.Replay, At: w.LastSeq}
 	for _, e := range w.Events {
 		ev, err := domain.DecodeEvent(e.Type, e.Payload)
 		if err != nil {

@@ -101,9 +101,13 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 
 // Execute implements api.Writer: locally on the writer, forwarded to it
 // anywhere else. Errors as settlement.Writer.Execute and Forwarder.Execute.
+// A local answer raises LastSeq: the writer may step down before the
+// caller reads, and the node's position must not then fall behind it.
 func (n *Node) Execute(ctx context.Context, cmd domain.Command) (settlement.Result, error) {
 	if w := n.localWriter(); w != nil {
-		return w.Execute(ctx, cmd)
+		res, err := w.Execute(ctx, cmd)
+		raise(&n.lastSeq, res.LastSeq())
+		return res, err
 	}
 	return n.forward(ctx, cmd)
 }

@@ -149,5 +149,8 @@ func (l *EventLog) Replay(ctx context.Context, after uint64, fn func(seq uint64,
 		return 0, fmt.Errorf("%w: chain %s ends at sequence %d but its head moved to %d while replaying: another writer is appending",
 			eventstore.ErrFenced, Chain, lastChain, head.Sequence)
 	}
-	return last, nil
+	// While the stream elects a leader, a replica answers the head with
+	// its own state, which may lag behind what a caller starting after
+	// (a standby's ledger) has already read: never report less.
+	return max(last, after), nil
 }

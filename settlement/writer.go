@@ -145,13 +145,20 @@ type Result struct {
 	Events []domain.Event
 	Seqs   []uint64
 	Replay *domain.KeyRecord
+	// At is, for an answer that recorded nothing (a replay), the writer's
+	// last durable sequence when it answered: what the answer was decided
+	// on is at or before it. It is part of the answer because the writer
+	// that gave it may be gone by the time its caller reads (a node that
+	// stepped down reads its own, lagging, position instead).
+	At uint64
 }
 
-// LastSeq returns the stream sequence of the command's last event (0 when
-// it recorded none), for a reader that wants to see its own write.
+// LastSeq returns the stream sequence of the command's last event or, for
+// an answer that recorded nothing, At: a reader that waits for it sees its
+// own write, or what a retry was answered from.
 func (r Result) LastSeq() uint64 {
 	if len(r.Seqs) == 0 {
-		return 0
+		return r.At
 	}
 	return r.Seqs[len(r.Seqs)-1]
 }
@@ -575,10 +582,7 @@ func (w *Writer) answerAfterTail(out chan<- reply, r reply) {
 	tail := w.tail
 	select {
 	case <-tailDone(tail):
-		if tail != nil && tail.err != nil {
-			r = reply{err: tail.err}
-		}
-		out <- r
+		out <- w.afterTail(tail, r)
 		return
 	default:
 	}
@@ -586,11 +590,19 @@ func (w *Writer) answerAfterTail(out chan<- reply, r reply) {
 	go func() {
 		defer w.appends.Done()
 		<-tail.done
-		if tail.err != nil {
-			r = reply{err: tail.err}
-		}
-		out <- r
+		out <- w.afterTail(tail, r)
 	}()
+}
+
+// afterTail is the answer r once tail is done: the tail's failure, or r at
+// the position it was decided on (the tail's callback raised lastSeq
+// before it closed done).
+func (w *Writer) afterTail(tail *appendDone, r reply) reply {
+	if tail != nil && tail.err != nil {
+		return reply{err: tail.err}
+	}
+	r.res.At = w.LastSeq()
+	return r
 }
 
 // closedDone is a closed channel: the tail of a writer that has appended
