@@ -116,6 +116,9 @@ func TestForwarder(t *testing.T) {
 	if err != nil || again.Replay == nil || again.Replay.Balance != 5000 || len(again.Events) != 0 {
 		t.Fatalf("retry of k1: %+v, %v; want the first result replayed", again, err)
 	}
+	if again.LastSeq() < res.LastSeq() {
+		t.Fatalf("retry of k1 answered at %d, want the writer's position, at or past the deposit's %d", again.LastSeq(), res.LastSeq())
+	}
 	_, err = f.Execute(ctx, domain.Withdraw{Player: "p1", Amount: 9000, Key: "w1", By: operator})
 	if !errors.Is(err, domain.ErrInsufficientFunds) {
 		t.Fatalf("withdrawal over the balance: %v, want insufficient_funds", err)

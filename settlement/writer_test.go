@@ -691,6 +691,38 @@ func TestARetryIsAnsweredOnlyOnceItsOriginalIsDurable(t *testing.T) {
 	}
 }
 
+// TestARetryIsAnsweredAtAPositionThatShowsItsOriginal: the answer to a
+// retry carries the writer's position when it answered, at or past its
+// original's events, from the writer that recorded them and from one
+// rebuilt from the stream that has appended nothing yet: the API waits
+// for it before it reads the answer's play or balance, whatever the node
+// has become meanwhile.
+func TestARetryIsAnsweredAtAPositionThatShowsItsOriginal(t *testing.T) {
+	n := startNode(t, t.TempDir(), nil)
+	fundedPlayer(t, n.w, "p1", 10_000)
+	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
+	deposit := domain.Deposit{Player: "p1", Amount: 500, Key: "d"}
+	stake := domain.PlaceStake{Player: "p1", Stake: 100, Key: "s"}
+	originals := map[string]Result{"deposit": exec(t, n.w, deposit), "stake": exec(t, n.w, stake)}
+	throw := domain.MakeThrow{Player: "p1", Play: originals["stake"].Events[0].(*domain.StakePlaced).Play, Throw: 1}
+	originals["throw"] = exec(t, n.w, throw)
+	retries := map[string]domain.Command{"deposit": deposit, "stake": stake, "throw": throw}
+	check := func(writer string, w *Writer) {
+		t.Helper()
+		for name, c := range retries {
+			r := exec(t, w, c)
+			if r.Replay == nil || r.LastSeq() < originals[name].LastSeq() {
+				t.Fatalf("%s: retry of the %s: %+v at %d, want a replay at %d or later", writer, name, r, r.LastSeq(), originals[name].LastSeq())
+			}
+		}
+	}
+	check("the writer that recorded them", n.w)
+	n.w.Close()
+	w := n.openWriter(nil)
+	defer w.Close()
+	check("a writer rebuilt from the stream", w)
+}
+
 func TestARetryOfALostAppendIsNeverAnsweredFromMemory(t *testing.T) {
 	dir := t.TempDir()
 	n := startNode(t, dir, nil)
