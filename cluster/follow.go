@@ -82,7 +82,7 @@ func startFollower(cfg *settlement.Config, store eventstore.Store, log *slog.Log
 			log.Warn("standby: following the stream again after an error", "err", err)
 		})
 		if ctx.Err() == nil {
-			log.Error("standby: stopped following the stream; a takeover will replay it all", "err", err)
+			log.Error("standby: stopped following the stream; a takeover will start from a snapshot or replay it all", "err", err)
 			f.mu.Lock()
 			f.err = err
 			f.mu.Unlock()
@@ -203,7 +203,8 @@ func (f *follower) progress() (from uint64, applied int) {
 }
 
 // take stops the follower and hands its ledger over: nil when it stopped
-// on an error (the taker then replays the whole stream) or is still
+// on an error (the taker then starts as the single writer does: from the
+// newest snapshot, or the whole stream) or is still
 // loading its snapshot (the taker loads one itself rather than wait). It
 // does not wait for the read to end: a consumer being re-created after a
 // stream leader change can ignore its cancellation for seconds, and a
