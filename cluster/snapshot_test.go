@@ -64,16 +64,20 @@ func (w *snapWorld) node(t *testing.T, name string, every int, log *eventstorete
 }
 
 // latest returns the sequence of the newest writer snapshot, 0 for none.
+// A read that a writer's save prunes away under it fails: it is read again.
 func (w *snapWorld) latest(t testing.TB) uint64 {
 	t.Helper()
-	meta, _, err := w.snaps.Latest(eventstoretest.Ctx(t, time.Minute), settlement.SnapshotKind, settlement.Chain)
-	if errors.Is(err, eventstore.ErrNoSnapshot) {
-		return 0
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	return meta.Sequence
+	var seq uint64
+	eventstoretest.Eventually(t, 30*time.Second, func() error {
+		meta, _, err := w.snaps.Latest(eventstoretest.Ctx(t, 3*time.Second), settlement.SnapshotKind, settlement.Chain)
+		if errors.Is(err, eventstore.ErrNoSnapshot) {
+			seq = 0
+			return nil
+		}
+		seq = meta.Sequence
+		return err
+	})
+	return seq
 }
 
 // replayed replays the whole stream into a fresh ledger and encodes it.
@@ -151,9 +155,19 @@ func settled(t *testing.T, w *snapWorld, n *testNode) uint64 {
 		}
 		return nil
 	})
-	// A snapshot due is encoded and stored within milliseconds here.
-	time.Sleep(300 * time.Millisecond)
-	return w.latest(t)
+	// A snapshot due is encoded and stored within milliseconds here: the
+	// newest is the one that stays.
+	last := w.latest(t)
+	for range 50 {
+		time.Sleep(200 * time.Millisecond)
+		now := w.latest(t)
+		if now == last {
+			return now
+		}
+		last = now
+	}
+	t.Fatal("the newest snapshot keeps moving")
+	return 0
 }
 
 // followerProgress returns where n's follower started and what it applied.
@@ -234,7 +248,12 @@ func TestAStandbyFromASnapshotReplaysOnlyTheTail(t *testing.T) {
 	if !strings.Contains(lb.String(), "the writer opens from the standby's ledger") {
 		t.Fatalf("b did not take its follower's ledger over:\n%s", lb.String())
 	}
+	// and its next follower (its standby ledger after a step-down) starts
+	// from a's snapshot, not the first event
 	before := w.latest(t)
+	if from, _ := followerProgress(b); before == 0 || from == 0 {
+		t.Fatalf("b's new follower starts after %d (newest snapshot %d): want a snapshot", from, before)
+	}
 	for i := range 12 {
 		p, key := fmt.Sprint("q", i%4), fmt.Sprint("q-", i)
 		if _, err := deposit(ctx, b, p, 500, key); err != nil {
@@ -351,10 +370,8 @@ func TestAStandbyIgnoresABadSnapshot(t *testing.T) {
 			return w.snaps.Put(eventstoretest.Ctx(t, time.Minute), meta, data)
 		}},
 		{"another rule set", "rule set", func(t *testing.T, w *snapWorld, meta eventstore.SnapshotMeta, data []byte) error {
-			slot := w.snaps.Slot(settlement.SnapshotKind, settlement.Chain, domain.LedgerFormatVersion, "another-rule-set")
-			// Newer than the real one, which the bucket (keeping one)
-			// then drops.
-			return slot.Save(eventstoretest.Ctx(t, time.Minute), meta.Sequence+1, data)
+			meta.RuleSet = "another-rule-set"
+			return w.snaps.Put(eventstoretest.Ctx(t, time.Minute), meta, data)
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -370,14 +387,11 @@ func TestAStandbyIgnoresABadSnapshot(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			eventstoretest.Eventually(t, 20*time.Second, func() error {
-				if w.latest(t) == 0 {
-					return errors.New("no snapshot yet")
-				}
-				return nil
-			})
 			a.stop()
 			<-a.done
+			if w.latest(t) == 0 {
+				t.Fatal("the writer took no snapshot")
+			}
 			// and a writer without snapshots in place, and the snapshot
 			// altered
 			b := w.node(t, "b", 0, &lb)
