@@ -15,9 +15,12 @@ import (
 type stuckStore struct {
 	eventstore.Store
 	release chan struct{}
+	// reading is closed when the read has begun.
+	reading chan struct{}
 }
 
 func (s stuckStore) Follow(ctx context.Context, _ uint64, _ func(eventstore.RecordedEvent) error) error {
+	close(s.reading)
 	<-s.release
 	return ctx.Err()
 }
@@ -27,10 +30,11 @@ func (s stuckStore) Follow(ctx context.Context, _ uint64, _ func(eventstore.Reco
 // cancellation.
 func TestTakeDoesNotWaitForTheRead(t *testing.T) {
 	cfg := writerConfig(t)
-	store := stuckStore{release: make(chan struct{})}
+	store := stuckStore{release: make(chan struct{}), reading: make(chan struct{})}
 	stuck := 3 * time.Second
 	time.AfterFunc(stuck, func() { close(store.release) })
-	f := startFollower(&cfg, store, slog.Default())
+	f := startFollower(&cfg, store, slog.Default(), func() bool { return false })
+	<-store.reading
 	start := time.Now()
 	st := f.take()
 	if took := time.Since(start); took >= stuck/2 {

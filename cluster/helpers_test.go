@@ -52,12 +52,19 @@ func openStore(tb testing.TB, urls string, replicas int, opts ...nats.Option) *e
 // openWriter opens a settlement writer on store, closed at cleanup.
 func openWriter(tb testing.TB, store *eventstore.NATSStore) *settlement.Writer {
 	tb.Helper()
+	return openWriterWith(tb, store, writerConfig(tb))
+}
+
+// openWriterWith opens a settlement writer configured by cfg on store,
+// closed at cleanup.
+func openWriterWith(tb testing.TB, store *eventstore.NATSStore, cfg settlement.Config) *settlement.Writer {
+	tb.Helper()
 	ctx := eventstoretest.Ctx(tb, 30*time.Second)
 	log, err := settlement.OpenEventLog(ctx, store, eventstore.CommitterConfig{SealKey: testSealKey})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	w, err := settlement.Open(ctx, log, writerConfig(tb))
+	w, err := settlement.Open(ctx, log, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -79,10 +79,16 @@ type Node struct {
 	leaseMoved chan struct{}
 	head       uint64
 	takeovers  uint64
-	// lastSeq is the highest LastSeq answered: a node stepping down starts
-	// a fresh follower from the first event, and its reads gated by
-	// min_seq must not go back behind what it already answered.
+	// lastSeq is the highest LastSeq answered: a node stepping down goes
+	// on with the follower started at its takeover (from a snapshot or the
+	// first event), and its reads gated by min_seq must not go back behind
+	// what it already answered.
 	lastSeq atomic.Uint64
+	// followerSnaps is set while the node is the writer and its writer
+	// took a standby's ledger (settlement.Config.Start), which leaves it
+	// no snapshotter: the node's follower then takes the writer's
+	// snapshots.
+	followerSnaps atomic.Bool
 }
 
 // NewNode returns a node; Run makes it take part.
@@ -154,8 +160,8 @@ func (n *Node) forward(ctx context.Context, cmd domain.Command) (settlement.Resu
 
 // LastSeq implements api.Writer: the writer's last durable sequence, or on
 // a standby the furthest it knows durable (its state, the writer's last
-// answer); never less than it answered before (a step-down restarts the
-// follower from the first event).
+// answer); never less than it answered before (a step-down goes on with a
+// follower that may be behind).
 func (n *Node) LastSeq() uint64 {
 	var seq uint64
 	if w := n.localWriter(); w != nil {
@@ -219,7 +225,7 @@ func (n *Node) localWriter() *settlement.Writer {
 // released the lease, so that a standby takes over at once.
 func (n *Node) Run(ctx context.Context) error {
 	n.mu.Lock()
-	n.follower = startFollower(&n.cfg.Writer, n.cfg.Store, n.cfg.Logger)
+	n.follower = n.startFollower()
 	n.mu.Unlock()
 	defer func() {
 		n.mu.Lock()
@@ -406,16 +412,28 @@ func (n *Node) renew(ctx context.Context, lost chan<- error) {
 	}
 }
 
+// startFollower starts a follower from the newest usable snapshot, which
+// takes the writer's snapshots while followerSnaps is set.
+func (n *Node) startFollower() *follower {
+	return startFollower(&n.cfg.Writer, n.cfg.Store, n.cfg.Logger, n.followerSnaps.Load)
+}
+
 // openWriter opens the writer from the follower's ledger (replaying only
-// the tail past it) and starts a fresh follower for the next takeover or
-// reopen.
+// the tail past it) and starts a fresh follower, from the newest snapshot,
+// for the next takeover or reopen; that follower takes the writer's
+// snapshots when the writer took the ledger (a writer that loaded its own
+// start, the follower having none yet, keeps its own snapshotter).
 func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.EventLog, error) {
 	n.mu.Lock()
 	f := n.follower
-	n.follower = startFollower(&n.cfg.Writer, n.cfg.Store, n.cfg.Logger)
+	n.follower = n.startFollower()
 	n.mu.Unlock()
 	cfg := n.cfg.Writer
 	cfg.Start = f.take()
+	if cfg.Start != nil {
+		from, applied := f.progress()
+		n.cfg.Logger.Info("the writer opens from the standby's ledger", "seq", cfg.Start.Seq, "follower_from", from, "follower_applied", applied)
+	}
 	ccfg := n.cfg.Committer
 	ccfg.MaySend = n.leaseValid
 	elog, err := settlement.OpenEventLog(ctx, n.cfg.Store, ccfg)
@@ -427,6 +445,7 @@ func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.
 		elog.Close()
 		return nil, nil, err
 	}
+	n.followerSnaps.Store(cfg.Start != nil && cfg.Snapshots != nil)
 	return w, elog, nil
 }
 
@@ -459,6 +478,7 @@ func (n *Node) stepDown(ctx context.Context, w *settlement.Writer, elog *settlem
 // closeWriter stops serving and closes the writer and its log; with lost
 // set, the log is aborted first.
 func (n *Node) closeWriter(w *settlement.Writer, elog *settlement.EventLog, svc micro.Service, lost error) {
+	n.followerSnaps.Store(false)
 	n.mu.Lock()
 	n.writer = nil
 	n.mu.Unlock()

@@ -12,6 +12,7 @@ import (
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/settlement"
 	"github.com/nats-io/nats.go"
 )
 
@@ -26,14 +27,21 @@ type testNode struct {
 // startNode runs a node named name on cluster c, stopped at cleanup.
 func startNode(tb testing.TB, c *eventstoretest.Cluster, name string) *testNode {
 	tb.Helper()
-	store := openStore(tb, c.URLs(), 3, nats.ReconnectBufSize(-1))
+	return runNode(tb, openStore(tb, c.URLs(), 3, nats.ReconnectBufSize(-1)), name, 3, writerConfig(tb))
+}
+
+// runNode runs a node named name on store, with streams and buckets of
+// replicas and its writer configured by wcfg (its logger is the node's),
+// stopped at cleanup.
+func runNode(tb testing.TB, store *eventstore.NATSStore, name string, replicas int, wcfg settlement.Config) *testNode {
+	tb.Helper()
 	lease, err := eventstore.OpenLease(eventstoretest.Ctx(tb, 30*time.Second), store.Conn(), "s0",
-		eventstore.LeaseConfig{Holder: name, Replicas: 3})
+		eventstore.LeaseConfig{Holder: name, Replicas: replicas})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	n, err := NewNode(NodeConfig{Store: store, Lease: lease, Writer: writerConfig(tb),
-		Committer: eventstore.CommitterConfig{SealKey: testSealKey}})
+	n, err := NewNode(NodeConfig{Store: store, Lease: lease, Writer: wcfg,
+		Committer: eventstore.CommitterConfig{SealKey: testSealKey}, Logger: wcfg.Logger})
 	if err != nil {
 		tb.Fatal(err)
 	}

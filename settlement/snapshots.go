@@ -75,6 +75,17 @@ func startingLedger(ctx context.Context, cfg Config) (*domain.Ledger, uint64, *F
 	if cfg.Snapshots == nil {
 		return fresh(), 0, nil, nil
 	}
+	if l, seq, data := loadSnapshot(ctx, &cfg); l != nil {
+		return l, seq, nil, data
+	}
+	return fresh(), 0, NewFollower(fresh(), 0), nil
+}
+
+// loadSnapshot decodes the newest snapshot that passes every check into a
+// ledger of its own, and returns it with the sequence it holds everything
+// up to and the snapshot's bytes; with none usable it logs why and returns
+// a nil ledger: the caller then replays the whole stream.
+func loadSnapshot(ctx context.Context, cfg *Config) (*domain.Ledger, uint64, []byte) {
 	start := time.Now()
 	seq, data, skipped, err := cfg.Snapshots.Load(ctx)
 	loaded := time.Since(start)
@@ -83,18 +94,50 @@ func startingLedger(ctx context.Context, cfg Config) (*domain.Ledger, uint64, *F
 	}
 	if err == nil {
 		var l *domain.Ledger
-		if l, err = decodeLedger(cfg, data); err == nil {
+		if l, err = decodeLedger(*cfg, data); err == nil {
 			cfg.Logger.Info("starting from a snapshot", "seq", seq, "bytes", len(data), "load", loaded.Round(time.Millisecond),
 				"decode", (time.Since(start) - loaded).Round(time.Millisecond))
-			return l, seq, nil, data
+			return l, seq, data
 		}
 	}
-	if errors.Is(err, eventstore.ErrNoSnapshot) {
+	switch {
+	case ctx.Err() != nil:
+		// Given up (a standby's follower handed over while it loaded):
+		// nothing to say about the snapshot.
+	case errors.Is(err, eventstore.ErrNoSnapshot):
 		cfg.Logger.Info("no snapshot: replaying the whole stream")
-	} else {
+	default:
 		cfg.Logger.Warn("snapshot ignored: replaying the whole stream", "reason", err)
 	}
-	return fresh(), 0, NewFollower(fresh(), 0), nil
+	return nil, 0, nil
+}
+
+// SnapshotStart returns a ledger decoded from the newest snapshot that
+// passes every check of Config.Snapshots (the writer's checks: see
+// loadSnapshot), with the deck of each block not yet closed attached, for
+// a standby to follow the stream from; the ledger is its own, shared with
+// nothing. It returns nil without snapshots or when none is usable (the
+// log names why): the standby then follows from the first event.
+func SnapshotStart(ctx context.Context, cfg *Config) *Start {
+	if cfg.Snapshots == nil {
+		return nil
+	}
+	l, seq, _ := loadSnapshot(ctx, cfg)
+	if l == nil {
+		return nil
+	}
+	for _, b := range l.Blocks {
+		if b.State == domain.BlockStateClosed {
+			continue
+		}
+		deck, _, err := OpenDeck(cfg, b)
+		if err != nil {
+			cfg.Logger.Warn("snapshot ignored: replaying the whole stream", "reason", err)
+			return nil
+		}
+		l.AttachDeck(deck)
+	}
+	return &Start{Ledger: l, Seq: seq}
 }
 
 // decodeLedger decodes a snapshot and checks it was taken under the
@@ -126,7 +169,6 @@ type snapshotter struct {
 	dataSeq  uint64
 	cfg      Config
 	store    SnapshotStore
-	every    int
 	interval time.Duration
 	log      *slog.Logger
 
@@ -144,7 +186,7 @@ type snapshotter struct {
 // newSnapshotter follows on from f, or from the snapshot data taken at
 // dataSeq when f is nil; since counts the events replayed after it.
 func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since int) *snapshotter {
-	return &snapshotter{f: f, data: data, dataSeq: dataSeq, cfg: cfg, store: cfg.Snapshots, every: cfg.SnapshotEvery,
+	return &snapshotter{f: f, data: data, dataSeq: dataSeq, cfg: cfg, store: cfg.Snapshots,
 		interval: cfg.SnapshotInterval, log: cfg.Logger, wake: make(chan struct{}, 1), since: since, taken: time.Now()}
 }
 
@@ -175,7 +217,7 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 	tick := time.NewTicker(min(s.interval, time.Minute))
 	defer tick.Stop()
 	for {
-		if s.since >= s.every || (s.since > 0 && time.Since(s.taken) >= s.interval) {
+		if SnapshotDue(&s.cfg, s.since, s.taken) {
 			s.save()
 		}
 		select {
@@ -230,13 +272,27 @@ func (s *snapshotter) save() {
 		s.log.Error("snapshot not taken", "seq", s.f.Seq(), "err", err)
 		return
 	}
-	encoded := time.Since(start)
+	StoreSnapshot(s.store, s.log, s.f.Seq(), data, time.Since(start))
+}
+
+// SnapshotDue says whether a snapshot is due after since events applied
+// since the last one, taken at taken: every Config.SnapshotEvery events, or
+// Config.SnapshotInterval if anything happened.
+func SnapshotDue(cfg *Config, since int, taken time.Time) bool {
+	return since >= cfg.SnapshotEvery || (since > 0 && time.Since(taken) >= cfg.SnapshotInterval)
+}
+
+// StoreSnapshot stores data, a ledger's snapshot after the event at seq,
+// encoded in encoded, bounded by snapshotSaveMax; the outcome is logged (a
+// failure only costs the next start a longer replay).
+func StoreSnapshot(store SnapshotStore, log *slog.Logger, seq uint64, data []byte, encoded time.Duration) {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), snapshotSaveMax)
 	defer cancel()
-	if err := s.store.Save(ctx, s.f.Seq(), data); err != nil {
-		s.log.Warn("snapshot not stored", "seq", s.f.Seq(), "err", err)
+	if err := store.Save(ctx, seq, data); err != nil {
+		log.Warn("snapshot not stored", "seq", seq, "err", err)
 		return
 	}
-	s.log.Info("snapshot taken", "seq", s.f.Seq(), "bytes", len(data), "encode", encoded.Round(time.Millisecond),
-		"total", time.Since(start).Round(time.Millisecond))
+	log.Info("snapshot taken", "seq", seq, "bytes", len(data), "encode", encoded.Round(time.Millisecond),
+		"total", (encoded + time.Since(start)).Round(time.Millisecond))
 }

@@ -9,7 +9,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,24 +18,6 @@ import (
 	"github.com/fdj/tresor/eventstore/eventstoretest"
 	"github.com/fdj/tresor/projections/projectionstest"
 )
-
-// logBuffer collects a writer's log lines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // loadRecorder is a SnapshotStore that remembers what its Load answered.
 type loadRecorder struct {
@@ -55,7 +36,7 @@ func (r *loadRecorder) Load(ctx context.Context) (uint64, []byte, []error, error
 // the test's clock, with or without snapshots.
 type snapshotWorld struct {
 	clock atomic.Int64
-	log   logBuffer
+	log   eventstoretest.LogBuffer
 	slot  *loadRecorder
 	snaps *eventstore.Snapshots
 }
@@ -255,7 +236,7 @@ func TestATamperedSnapshotIsIgnoredForTheFullReplay(t *testing.T) {
 			// given a snapshot altered: by someone without the key (its
 			// authentication fails), or written with the key but naming
 			// another head, truncated or of an unknown version
-			sw.log = logBuffer{}
+			sw.log = eventstoretest.LogBuffer{}
 			n := sw.start(t, dir, true)
 			n.w.Close()
 			meta, data, err := sw.snaps.Latest(ctx, SnapshotKind, Chain)

@@ -275,8 +275,10 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	if cfg.Snapshots != nil && cfg.Start == nil {
 		// Before the loop, which queues its appends after the tail. A
 		// writer that takes a standby's ledger over (Start) keeps no
-		// snapshots: its follower would need a copy of that ledger, and
-		// encoding one would delay the takeover.
+		// snapshotter: its follower would need a copy of that ledger, and
+		// encoding one would delay the takeover; its cluster node's next
+		// follower, which follows the stream from a snapshot of its own,
+		// takes them instead (cluster.Node).
 		w.snap = newSnapshotter(cfg, follower, followerData, after, replayed)
 		if len(tail.recs) > 0 {
 			w.snap.push(tail)
