@@ -205,6 +205,10 @@ func ask(ctx context.Context, w interface {
 	out := make([]answer, len(cmds))
 	for i, c := range cmds {
 		r, err := w.Execute(ctx, c)
+		// A replay's At is the writer's position when it answered, which
+		// grows with the stream (the reference writer answers after the
+		// other's closing seal), not part of what was decided.
+		r.At = 0
 		out[i].Res = r
 		if err != nil {
 			out[i].Err = err.Error()
