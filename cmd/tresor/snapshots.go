@@ -67,7 +67,7 @@ func (p *projectionSnapshots) restore(ctx context.Context) {
 
 // run takes a snapshot every p.interval if any event was applied, until
 // ctx ends. Unlike the writer's, the read models' snapshot holds the whole
-// history (every play, every journal line: about 143 MB after a sold-out
+// history (every play, every journal line: about 120 MB after a sold-out
 // block) and its encoding takes one of the two cores for seconds, so it is
 // not taken every --snapshot-every events: during a catch-up that would
 // spend the catch-up encoding.
