@@ -173,7 +173,14 @@ func mustJSON(tb testing.TB, v any) []byte {
 // than the saved position.
 func TestIncrementalAuditOnALiveStream(t *testing.T) {
 	events := played(t)
+	// The stream grows by whole appends: the first half ends at an
+	// append's last event (the plays interleave differently on each build
+	// of the stream, and a cut inside a play's last throw and its
+	// settlement is no stream a writer leaves).
 	cut := len(events) / 2
+	for events[cut-1].AppendRemaining > 0 {
+		cut++
+	}
 	t.Run("Continues", func(t *testing.T) {
 		s := startServer(t, nil)
 		commit(t, s.store, events[:cut], operatorKey)
