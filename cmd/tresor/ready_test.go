@@ -124,9 +124,13 @@ func TestReadinessFallsWhenTheStreamIsGone(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(back.Shutdown)
+	// Ready means the reads are whole again; the writes wait for the lease,
+	// which this only node takes back once NATS is up (until then a command
+	// answers 503 unavailable: reads go on without a writer).
 	eventually(t, 30*time.Second, func() bool {
 		p, err := s.probe("/v1/ready", "")
-		return err == nil && p.status == http.StatusOK
+		cluster, _ := p.body["cluster"].(map[string]any)
+		return err == nil && p.status == http.StatusOK && cluster["role"] == "writer"
 	})
 	op := s.token("operator", "")
 	s.must(200, call{"PUT", "/v1/players/p-1", op, "", `{"weekly_deposit_limit":"10.00"}`})
