@@ -45,6 +45,11 @@ type snapshotManifest struct {
 	// part of another snapshot (even one at the same sequence) is refused.
 	ID    string         `json:"id"`
 	Parts []snapshotPart `json:"parts"`
+	// Sections holds the index of the first part of each section after
+	// the first, in order (PartWriter.Cut): LoadSections hands the first
+	// to its reader and the others to be opened alone, later. A snapshot
+	// without sections is one section.
+	Sections []int `json:"sections,omitempty"`
 }
 
 // snapshotPart is one part's size and MAC.
@@ -77,8 +82,9 @@ func (s *Snapshots) partMAC(manifest, id string, i int, data []byte) string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// partWriter stores what is written to it as parts of at most max bytes.
-type partWriter struct {
+// PartWriter stores what is written to it as parts of at most max bytes,
+// for PutParts' write.
+type PartWriter struct {
 	ctx      context.Context
 	s        *Snapshots
 	manifest snapshotManifest
@@ -87,7 +93,7 @@ type partWriter struct {
 	max      int
 }
 
-func (w *partWriter) Write(p []byte) (int, error) {
+func (w *PartWriter) Write(p []byte) (int, error) {
 	n := len(p)
 	for len(p) > 0 {
 		take := min(len(p), w.max-len(w.buf))
@@ -104,7 +110,7 @@ func (w *partWriter) Write(p []byte) (int, error) {
 
 // flush stores the buffered bytes as the next part and waits for the
 // server to acknowledge it before more are sent.
-func (w *partWriter) flush() error {
+func (w *PartWriter) flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
@@ -119,17 +125,27 @@ func (w *partWriter) flush() error {
 	return nil
 }
 
+// Cut ends a section: what is written next begins a new part and can be
+// read alone, authenticated by the manifest, with SnapshotSections.Open.
+func (w *PartWriter) Cut() error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	w.manifest.Sections = append(w.manifest.Sections, len(w.manifest.Parts))
+	return nil
+}
+
 // PutParts stores what write writes as a snapshot described by meta: parts
 // of at most SnapshotConfig.PartBytes stored as write goes (so that write
 // can stream its encoding without holding it whole), then a manifest naming
 // them, written last; then it deletes the oldest snapshots beyond Keep.
-func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(io.Writer) error) error {
+func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(*PartWriter) error) error {
 	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return fmt.Errorf("put snapshot: %w", err)
 	}
 	meta.Bytes = 0
-	w := &partWriter{ctx: ctx, s: s, name: snapshotName(meta.Kind, meta.Chain, meta.Sequence),
+	w := &PartWriter{ctx: ctx, s: s, name: snapshotName(meta.Kind, meta.Chain, meta.Sequence),
 		manifest: snapshotManifest{SnapshotMeta: meta, ID: hex.EncodeToString(id[:])}, max: s.cfg.PartBytes}
 	err := write(w)
 	if err == nil {
@@ -188,39 +204,87 @@ func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
 
 // open authenticates the snapshot name's manifest (or, for a snapshot
 // stored as one object by an older build, the whole object) and returns a
-// reader of its data that fetches the parts ahead and refuses, with an
-// error wrapping ErrSnapshotRefused, any part that fails its size or MAC.
-// The caller closes it.
-func (s *Snapshots) open(ctx context.Context, name string) (SnapshotMeta, io.ReadCloser, error) {
+// reader of its first section's data that fetches the parts ahead and
+// refuses, with an error wrapping ErrSnapshotRefused, any part that fails
+// its size or MAC, and the other sections. The caller closes the reader.
+func (s *Snapshots) open(ctx context.Context, name string) (SnapshotMeta, io.ReadCloser, *SnapshotSections, error) {
 	info, err := s.os.GetInfo(ctx, name)
 	if err != nil {
-		return SnapshotMeta{}, nil, fmt.Errorf("%w: get snapshot %s: %w", ErrSnapshotRefused, name, err)
+		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: get snapshot %s: %w", ErrSnapshotRefused, name, err)
 	}
 	if _, ok := info.Metadata[snapshotManifestKey]; !ok {
 		meta, data, err := s.getLegacy(ctx, name, info)
 		if err != nil {
-			return SnapshotMeta{}, nil, err
+			return SnapshotMeta{}, nil, nil, err
 		}
-		return meta, io.NopCloser(bytes.NewReader(data)), nil
+		return meta, io.NopCloser(bytes.NewReader(data)), &SnapshotSections{}, nil
 	}
 	if v := info.Metadata[snapshotManifestKey]; v != snapshotManifestVersion {
-		return SnapshotMeta{}, nil, fmt.Errorf("%w: %s: manifest version %s, this build reads %s", ErrSnapshotRefused, name, v, snapshotManifestVersion)
+		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s: manifest version %s, this build reads %s", ErrSnapshotRefused, name, v, snapshotManifestVersion)
 	}
 	mb, err := s.os.GetBytes(ctx, name)
 	if err != nil {
-		return SnapshotMeta{}, nil, fmt.Errorf("%w: read %s: %w", ErrSnapshotRefused, name, err)
+		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: read %s: %w", ErrSnapshotRefused, name, err)
 	}
 	if !hmac.Equal([]byte(s.manifestMAC(name, mb)), []byte(info.Metadata[snapshotMACKey])) {
-		return SnapshotMeta{}, nil, fmt.Errorf("%w: %s: manifest authentication fails (altered or written under another key)", ErrSnapshotRefused, name)
+		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s: manifest authentication fails (altered or written under another key)", ErrSnapshotRefused, name)
 	}
 	var m snapshotManifest
 	if err := json.Unmarshal(mb, &m); err != nil {
-		return SnapshotMeta{}, nil, fmt.Errorf("%w: %s: manifest: %w", ErrSnapshotRefused, name, err)
+		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s: manifest: %w", ErrSnapshotRefused, name, err)
+	}
+	prev := 0
+	for _, start := range m.Sections {
+		if start < prev || start > len(m.Parts) {
+			return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s: manifest: a section from part %d of %d", ErrSnapshotRefused, name, start, len(m.Parts))
+		}
+		prev = start
+	}
+	secs := &SnapshotSections{s: s, name: name, m: &m}
+	return m.SnapshotMeta, secs.open(ctx, -1), secs, nil
+}
+
+// SnapshotSections are the sections of a snapshot after its first
+// (PartWriter.Cut), each to be read alone once LoadSections has
+// authenticated the manifest that names their parts.
+type SnapshotSections struct {
+	s    *Snapshots
+	name string
+	m    *snapshotManifest
+}
+
+// Len is how many sections follow the first.
+func (x *SnapshotSections) Len() int {
+	if x.m == nil {
+		return 0
+	}
+	return len(x.m.Sections)
+}
+
+// Open returns a reader of section i+1 (0 is the first after the one
+// LoadSections read), which refuses with an error wrapping
+// ErrSnapshotRefused a part that is missing, altered or of another
+// snapshot. The caller closes it.
+func (x *SnapshotSections) Open(ctx context.Context, i int) (io.ReadCloser, error) {
+	if i < 0 || i >= x.Len() {
+		return nil, fmt.Errorf("%w: %s: section %d of %d", ErrSnapshotRefused, x.name, i, x.Len())
+	}
+	return x.open(ctx, i), nil
+}
+
+// open reads the parts of section i+1, -1 being the first.
+func (x *SnapshotSections) open(ctx context.Context, i int) io.ReadCloser {
+	from, to := 0, len(x.m.Parts)
+	if i >= 0 {
+		from = x.m.Sections[i]
+	}
+	if i+1 < len(x.m.Sections) {
+		to = x.m.Sections[i+1]
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan partResult, snapshotPrefetch-1)
-	go s.fetchParts(ctx, name, &m, ch)
-	return m.SnapshotMeta, &partReader{parts: ch, cancel: cancel}, nil
+	go x.s.fetchParts(ctx, x.name, x.m, from, to, ch)
+	return &partReader{parts: ch, cancel: cancel}
 }
 
 // partResult is one part fetched and checked, or why it is refused.
@@ -229,11 +293,12 @@ type partResult struct {
 	err  error
 }
 
-// fetchParts fetches the manifest's parts in order, checks each and hands
-// it on, until the last or ctx ends.
-func (s *Snapshots) fetchParts(ctx context.Context, name string, m *snapshotManifest, out chan<- partResult) {
+// fetchParts fetches the manifest's parts from up to to in order, checks
+// each and hands it on, until the last or ctx ends.
+func (s *Snapshots) fetchParts(ctx context.Context, name string, m *snapshotManifest, from, to int, out chan<- partResult) {
 	defer close(out)
-	for i, p := range m.Parts {
+	for i := from; i < to; i++ {
+		p := m.Parts[i]
 		var res partResult
 		pn := partName(name, m.ID, i)
 		res.data, res.err = s.os.GetBytes(ctx, pn)

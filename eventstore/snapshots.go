@@ -125,7 +125,7 @@ func (s *Snapshots) legacyMAC(meta, data []byte) string {
 
 // Put stores data as a snapshot described by meta (see PutParts).
 func (s *Snapshots) Put(ctx context.Context, meta SnapshotMeta, data []byte) error {
-	return s.PutParts(ctx, meta, func(w io.Writer) error {
+	return s.PutParts(ctx, meta, func(w *PartWriter) error {
 		_, err := w.Write(data)
 		return err
 	})
@@ -143,8 +143,8 @@ func (s *Snapshots) names(ctx context.Context, kind, chain string) ([]string, er
 	return manifestNames(infos, kind, chain), nil
 }
 
-// Latest returns the newest snapshot of a kind and chain, authenticated,
-// whole parts and manifest. It returns ErrNoSnapshot when there is none,
+// Latest returns the newest snapshot of a kind and chain (the first section
+// of one in sections), authenticated, whole parts and manifest. It returns ErrNoSnapshot when there is none,
 // an error wrapping ErrSnapshotRefused when it fails its authentication,
 // or the read error. What it holds is the caller's to check against the
 // stream.
@@ -156,7 +156,7 @@ func (s *Snapshots) Latest(ctx context.Context, kind, chain string) (SnapshotMet
 	if len(names) == 0 {
 		return SnapshotMeta{}, nil, fmt.Errorf("%s snapshot of chain %s: %w", kind, chain, ErrNoSnapshot)
 	}
-	meta, r, err := s.open(ctx, names[len(names)-1])
+	meta, r, _, err := s.open(ctx, names[len(names)-1])
 	if err != nil {
 		return SnapshotMeta{}, nil, err
 	}
@@ -224,7 +224,7 @@ func (s *Snapshots) Slot(kind, chain string, format int, ruleSet string) *Snapsh
 // Save stores data, the state after the event at stream sequence seq (see
 // SaveParts).
 func (sl *SnapshotSlot) Save(ctx context.Context, seq uint64, data []byte) error {
-	return sl.SaveParts(ctx, seq, func(w io.Writer) error {
+	return sl.SaveParts(ctx, seq, func(w *PartWriter) error {
 		_, err := w.Write(data)
 		return err
 	})
@@ -232,8 +232,9 @@ func (sl *SnapshotSlot) Save(ctx context.Context, seq uint64, data []byte) error
 
 // SaveParts stores what write writes, the state after the event at stream
 // sequence seq, with the hash of that event as the stream holds it now,
-// in parts of at most SnapshotConfig.PartBytes as write goes.
-func (sl *SnapshotSlot) SaveParts(ctx context.Context, seq uint64, write func(io.Writer) error) error {
+// in parts of at most SnapshotConfig.PartBytes as write goes, in sections
+// where write cuts them (PartWriter.Cut).
+func (sl *SnapshotSlot) SaveParts(ctx context.Context, seq uint64, write func(*PartWriter) error) error {
 	head, err := sl.snaps.store.HeadAt(ctx, sl.chain, seq)
 	if err != nil {
 		return fmt.Errorf("save %s snapshot: %w", sl.kind, err)
@@ -267,8 +268,17 @@ func (sl *SnapshotSlot) Load(ctx context.Context) (seq uint64, data []byte, skip
 // nothing each time. An error of read's own (the data does not decode) is
 // returned as it is, no older snapshot tried. A snapshot is never trusted
 // over the stream: the error (ErrNoSnapshot, or the last refusal when none
-// passes) means replaying from the start.
+// passes) means replaying from the start. Of a snapshot in sections, read
+// reads the first only (see LoadSections).
 func (sl *SnapshotSlot) LoadParts(ctx context.Context, read func(seq uint64, r io.Reader) error) (seq uint64, skipped []error, err error) {
+	return sl.LoadSections(ctx, func(seq uint64, r io.Reader, _ *SnapshotSections) error { return read(seq, r) })
+}
+
+// LoadSections is LoadParts handing read, beside the reader of the first
+// section, the snapshot's other sections, which it may open later, alone
+// (a section's parts pruned or altered by then are refused as they are
+// read).
+func (sl *SnapshotSlot) LoadSections(ctx context.Context, read func(seq uint64, r io.Reader, rest *SnapshotSections) error) (seq uint64, skipped []error, err error) {
 	names, err := sl.snaps.names(ctx, sl.kind, sl.chain)
 	if err != nil {
 		return 0, nil, err
@@ -291,8 +301,8 @@ func (sl *SnapshotSlot) LoadParts(ctx context.Context, read func(seq uint64, r i
 
 // load checks the snapshot name and hands its data to read (see
 // LoadParts).
-func (sl *SnapshotSlot) load(ctx context.Context, name string, read func(uint64, io.Reader) error) (uint64, error) {
-	meta, r, err := sl.snaps.open(ctx, name)
+func (sl *SnapshotSlot) load(ctx context.Context, name string, read func(uint64, io.Reader, *SnapshotSections) error) (uint64, error) {
+	meta, r, rest, err := sl.snaps.open(ctx, name)
 	if err != nil {
 		return 0, err
 	}
@@ -313,7 +323,7 @@ func (sl *SnapshotSlot) load(ctx context.Context, name string, read func(uint64,
 		return 0, fmt.Errorf("%w: %s: the stream holds event %s (chain position %d) at sequence %d, the snapshot names %s (%d)",
 			ErrSnapshotRefused, name, head.Hash, head.ChainSeq, meta.Sequence, meta.Head, meta.ChainSeq)
 	}
-	if err := read(meta.Sequence, r); err != nil {
+	if err := read(meta.Sequence, r, rest); err != nil {
 		return 0, err
 	}
 	// Every part must have been read and authenticated: data the decoder

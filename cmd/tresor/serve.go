@@ -143,6 +143,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		// the runner applies what followed it.
 		if psnap != nil {
 			psnap.restore(runCtx)
+			go psnap.warm(runCtx, func() bool { return rd.state().Status == api.StatusReady })
 			go func() {
 				defer close(snapDone)
 				psnap.run(runCtx, runner.Applied)

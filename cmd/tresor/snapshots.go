@@ -45,9 +45,11 @@ func newProjectionSnapshots(snaps *eventstore.Snapshots, store any, rules *domai
 func (p *projectionSnapshots) restore(ctx context.Context) {
 	start := time.Now()
 	var read int64
-	seq, skipped, err := p.slot.LoadParts(ctx, func(_ uint64, r io.Reader) error {
+	seq, skipped, err := p.slot.LoadSections(ctx, func(_ uint64, r io.Reader, shards *eventstore.SnapshotSections) error {
 		cr := &countingReader{r: r}
-		err := p.store.Restore(cr)
+		err := p.store.Restore(cr, shards, func(err error) {
+			p.log.Error("projections snapshot shard refused: the read models are applied again from the stream, reads answer 503 meanwhile", "err", err)
+		})
 		read = cr.n
 		return err
 	})
@@ -57,7 +59,8 @@ func (p *projectionSnapshots) restore(ctx context.Context) {
 	switch {
 	case err == nil:
 		p.saved = seq
-		p.log.Info("projections start from a snapshot", "seq", seq, "bytes", read, "after", time.Since(start).Round(time.Millisecond))
+		p.log.Info("projections start from a snapshot's hot section, its shards load when read", "seq", seq, "bytes", read,
+			"after", time.Since(start).Round(time.Millisecond))
 	case errors.Is(err, eventstore.ErrNoSnapshot):
 		p.log.Info("no projections snapshot: applying the whole stream")
 	default:
@@ -86,20 +89,40 @@ func (p *projectionSnapshots) run(ctx context.Context, applied func() uint64) {
 	}
 }
 
+// warm loads the shards of the snapshot restored once the service is
+// ready, so that their decoding does not compete with the start.
+func (p *projectionSnapshots) warm(ctx context.Context, ready func() bool) {
+	t := time.NewTicker(readyPoll)
+	defer t.Stop()
+	for !ready() {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	p.store.Warm()
+}
+
 // save freezes the store's rows (batches wait a few milliseconds per
-// 100 000 plays), then encodes them outside the lock, streamed into the
+// 100 000 plays; first, the shards of the snapshot restored that are not
+// loaded yet), then encodes them outside the lock, streamed into the
 // snapshot's parts; a failure is logged. The writer does not wait.
 func (p *projectionSnapshots) save(ctx context.Context) {
 	start := time.Now()
-	frozen := p.store.Freeze()
+	frozen, err := p.store.Freeze(context.WithoutCancel(ctx))
+	if err != nil {
+		p.log.Warn("projections snapshot not taken", "err", err)
+		return
+	}
 	held := time.Since(start)
 	seq := frozen.Checkpoint()
 	if seq <= p.saved {
 		return
 	}
 	var n int64
-	err := p.slot.SaveParts(context.WithoutCancel(ctx), seq, func(w io.Writer) (err error) {
-		n, err = frozen.WriteTo(w)
+	err = p.slot.SaveParts(context.WithoutCancel(ctx), seq, func(w *eventstore.PartWriter) (err error) {
+		n, err = frozen.Encode(w)
 		return err
 	})
 	if err != nil {

@@ -19,11 +19,24 @@ import (
 
 // Store is the in-memory store. Its zero value is not usable: call New.
 type Store struct {
-	proj *projections.Projector
+	mu sync.RWMutex
+	rows
+	wake chan struct{}
+	// cold holds the shards of a snapshot of format 3 not loaded yet, nil
+	// once every row is in memory (shards.go).
+	cold *cold
+	// rebuildTo is the checkpoint the store held when a shard failed to
+	// load and its rows were dropped: reads answer ErrNotReached until the
+	// stream is applied again up to there. switched makes the next Apply
+	// return ErrSwitched, so that the Runner applies from the start.
+	rebuildTo uint64
+	switched  bool
+}
 
-	mu         sync.RWMutex
+// rows are the read models, replaced whole by Restore and by a rebuild.
+type rows struct {
+	proj       *projections.Projector
 	checkpoint uint64
-	wake       chan struct{}
 	accounts   map[string]*projections.Account
 	// accountIDs lists the accounts in id order once sorted; new accounts
 	// are appended and sorted by the next listing (listings are rare,
@@ -50,9 +63,12 @@ type Store struct {
 
 // New returns an empty store for a stream written under rules.
 func New(rules *domain.RuleSet) *Store {
-	return &Store{
+	return &Store{rows: newRows(rules), wake: make(chan struct{})}
+}
+
+func newRows(rules *domain.RuleSet) rows {
+	return rows{
 		proj:      projections.NewProjector(rules),
-		wake:      make(chan struct{}),
 		accounts:  map[string]*projections.Account{},
 		limits:    map[string][]projections.LimitChange{},
 		journal:   map[string][]projections.JournalLine{},
@@ -69,29 +85,52 @@ func New(rules *domain.RuleSet) *Store {
 
 var _ projections.Store = (*Store)(nil)
 
-// Apply implements projections.Store.
+// Apply implements projections.Store. A batch that touches a shard not
+// loaded yet waits for it, outside the lock, then folds again: rows are
+// only ever written on top of their shard's, so that no merge has to order
+// them.
 func (s *Store) Apply(ctx context.Context, batch []projections.Envelope) error {
-	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("apply batch: %w", err)
+	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("apply batch: %w", err)
+		}
+		shard, err := s.apply(batch)
+		if shard < 0 {
+			return err
+		}
+		// A shard that fails drops the rows: the next round says so
+		// (ErrSwitched).
+		_ = s.ensure(ctx, shard)
 	}
+}
+
+// apply applies batch, or returns a shard it needs that is not loaded.
+func (s *Store) apply(batch []projections.Envelope) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.switched {
+		s.switched = false
+		return -1, fmt.Errorf("apply batch: the rows were dropped for a rebuild: %w", projections.ErrSwitched)
+	}
 	c, err := s.proj.Fold(s.checkpoint, batch)
 	if err != nil {
-		return fmt.Errorf("apply batch after %d: %w", s.checkpoint, err)
+		return -1, fmt.Errorf("apply batch after %d: %w", s.checkpoint, err)
 	}
 	if c.To == s.checkpoint {
-		return nil
+		return -1, nil
+	}
+	if shard := s.cold.needed(c); shard >= 0 {
+		return shard, nil
 	}
 	if err := s.check(c); err != nil {
-		return fmt.Errorf("apply %d to %d: %w", c.From, c.To, err)
+		return -1, fmt.Errorf("apply %d to %d: %w", c.From, c.To, err)
 	}
 	s.write(c)
 	s.proj.Commit(c)
 	s.checkpoint = c.To
 	close(s.wake)
 	s.wake = make(chan struct{})
-	return nil
+	return -1, nil
 }
 
 // check refuses changes to rows that do not exist, before anything is
@@ -240,8 +279,10 @@ func (s *Store) WaitFor(ctx context.Context, seq uint64) error {
 }
 
 // Account implements projections.Store.
-func (s *Store) Account(_ context.Context, player string) (projections.Account, error) {
-	s.mu.RLock()
+func (s *Store) Account(ctx context.Context, player string) (projections.Account, error) {
+	if err := s.rlock(ctx, noShard); err != nil {
+		return projections.Account{}, fmt.Errorf("account %q: %w", player, err)
+	}
 	defer s.mu.RUnlock()
 	a := s.accounts[player]
 	if a == nil {
@@ -269,6 +310,9 @@ func (s *Store) Accounts(_ context.Context, after string, limit int) ([]projecti
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.checkpoint < s.rebuildTo {
+		return nil, fmt.Errorf("list accounts: %w", errRebuilding)
+	}
 	if !s.idsSorted {
 		slices.Sort(s.accountIDs)
 		s.idsSorted = true
@@ -285,12 +329,14 @@ func (s *Store) Accounts(_ context.Context, after string, limit int) ([]projecti
 }
 
 // Journal implements projections.Store.
-func (s *Store) Journal(_ context.Context, account string, after projections.JournalCursor, limit int) ([]projections.JournalLine, error) {
+func (s *Store) Journal(ctx context.Context, account string, after projections.JournalCursor, limit int) ([]projections.JournalLine, error) {
 	limit, err := projections.ClampLimit(limit)
 	if err != nil {
 		return nil, fmt.Errorf("journal of %s: %w", account, err)
 	}
-	s.mu.RLock()
+	if err := s.rlock(ctx, accountShard(account)); err != nil {
+		return nil, fmt.Errorf("journal of %s: %w", account, err)
+	}
 	defer s.mu.RUnlock()
 	lines := s.journal[account]
 	i, _ := slices.BinarySearchFunc(lines, after, func(l projections.JournalLine, c projections.JournalCursor) int {
@@ -309,8 +355,10 @@ func (s *Store) Journal(_ context.Context, account string, after projections.Jou
 }
 
 // AccountTotals implements projections.Store.
-func (s *Store) AccountTotals(_ context.Context, account string) (credits, debits domain.Amount, err error) {
-	s.mu.RLock()
+func (s *Store) AccountTotals(ctx context.Context, account string) (credits, debits domain.Amount, err error) {
+	if err := s.rlock(ctx, noShard); err != nil {
+		return 0, 0, fmt.Errorf("totals of %s: %w", account, err)
+	}
 	defer s.mu.RUnlock()
 	if t := s.totals[account]; t != nil {
 		return t[0], t[1], nil
@@ -319,8 +367,10 @@ func (s *Store) AccountTotals(_ context.Context, account string) (credits, debit
 }
 
 // Block implements projections.Store.
-func (s *Store) Block(_ context.Context, id string) (projections.BlockReport, error) {
-	s.mu.RLock()
+func (s *Store) Block(ctx context.Context, id string) (projections.BlockReport, error) {
+	if err := s.rlock(ctx, noShard); err != nil {
+		return projections.BlockReport{}, fmt.Errorf("block %q: %w", id, err)
+	}
 	defer s.mu.RUnlock()
 	b := s.blocks[id]
 	if b == nil {
@@ -330,12 +380,14 @@ func (s *Store) Block(_ context.Context, id string) (projections.BlockReport, er
 }
 
 // Blocks implements projections.Store.
-func (s *Store) Blocks(_ context.Context, after string, limit int) ([]projections.BlockReport, error) {
+func (s *Store) Blocks(ctx context.Context, after string, limit int) ([]projections.BlockReport, error) {
 	limit, err := projections.ClampLimit(limit)
 	if err != nil {
 		return nil, fmt.Errorf("list blocks: %w", err)
 	}
-	s.mu.RLock()
+	if err := s.rlock(ctx, noShard); err != nil {
+		return nil, fmt.Errorf("list blocks: %w", err)
+	}
 	defer s.mu.RUnlock()
 	i := sort.SearchStrings(s.blockIDs, after)
 	if i < len(s.blockIDs) && s.blockIDs[i] == after {
@@ -349,7 +401,7 @@ func (s *Store) Blocks(_ context.Context, after string, limit int) ([]projection
 }
 
 // History implements projections.Store.
-func (s *Store) History(_ context.Context, player, before string, limit int) (projections.HistoryPage, error) {
+func (s *Store) History(ctx context.Context, player, before string, limit int) (projections.HistoryPage, error) {
 	limit, err := projections.ClampLimit(limit)
 	if err != nil {
 		return projections.HistoryPage{}, fmt.Errorf("history of %s: %w", player, err)
@@ -358,7 +410,9 @@ func (s *Store) History(_ context.Context, player, before string, limit int) (pr
 	if err != nil {
 		return projections.HistoryPage{}, fmt.Errorf("history of %s: %w", player, err)
 	}
-	s.mu.RLock()
+	if err := s.rlock(ctx, playerShard(player)); err != nil {
+		return projections.HistoryPage{}, fmt.Errorf("history of %s: %w", player, err)
+	}
 	defer s.mu.RUnlock()
 	plays := s.history[player]
 	end := len(plays)
@@ -376,8 +430,10 @@ func (s *Store) History(_ context.Context, player, before string, limit int) (pr
 }
 
 // LastPlay implements projections.Store.
-func (s *Store) LastPlay(_ context.Context, player string) (projections.Play, error) {
-	s.mu.RLock()
+func (s *Store) LastPlay(ctx context.Context, player string) (projections.Play, error) {
+	if err := s.rlock(ctx, playerShard(player)); err != nil {
+		return projections.Play{}, fmt.Errorf("last play of %q: %w", player, err)
+	}
 	defer s.mu.RUnlock()
 	plays := s.history[player]
 	if len(plays) == 0 {
@@ -387,8 +443,10 @@ func (s *Store) LastPlay(_ context.Context, player string) (projections.Play, er
 }
 
 // Play implements projections.Store.
-func (s *Store) Play(_ context.Context, player, id string) (projections.Play, error) {
-	s.mu.RLock()
+func (s *Store) Play(ctx context.Context, player, id string) (projections.Play, error) {
+	if err := s.rlock(ctx, playerShard(player)); err != nil {
+		return projections.Play{}, fmt.Errorf("play %q of %q: %w", id, player, err)
+	}
 	defer s.mu.RUnlock()
 	p, ok := s.plays[id]
 	if !ok || p.Player != player {
@@ -404,8 +462,10 @@ func copyPlay(p *projections.Play) projections.Play {
 }
 
 // Reconciliation implements projections.Store.
-func (s *Store) Reconciliation(_ context.Context, scope projections.Scope, emission string) ([]projections.Reconciliation, error) {
-	s.mu.RLock()
+func (s *Store) Reconciliation(ctx context.Context, scope projections.Scope, emission string) ([]projections.Reconciliation, error) {
+	if err := s.rlock(ctx, noShard); err != nil {
+		return nil, fmt.Errorf("reconciliation: %w", err)
+	}
 	defer s.mu.RUnlock()
 	out := []projections.Reconciliation{}
 	switch scope {
@@ -455,12 +515,14 @@ func (s *Store) daysOf(emission string) []projections.Day {
 // Statement implements projections.Store. A player's journal lines are in
 // stream order, which is the order of their times: the period's ends are
 // two binary searches.
-func (s *Store) Statement(_ context.Context, q projections.StatementQuery) (projections.Statement, error) {
+func (s *Store) Statement(ctx context.Context, q projections.StatementQuery) (projections.Statement, error) {
 	from, to, limit, err := q.Bounds()
 	if err != nil {
 		return projections.Statement{}, fmt.Errorf("statement of %s: %w", q.Player, err)
 	}
-	s.mu.RLock()
+	if err := s.rlock(ctx, playerShard(q.Player)); err != nil {
+		return projections.Statement{}, fmt.Errorf("statement of %s: %w", q.Player, err)
+	}
 	defer s.mu.RUnlock()
 	if s.accounts[q.Player] == nil {
 		return projections.Statement{}, fmt.Errorf("statement of %q: %w", q.Player, projections.ErrNotFound)
@@ -488,8 +550,10 @@ func (s *Store) Statement(_ context.Context, q projections.StatementQuery) (proj
 }
 
 // Bans implements projections.Store.
-func (s *Store) Bans(_ context.Context, player string) ([]projections.Ban, error) {
-	s.mu.RLock()
+func (s *Store) Bans(ctx context.Context, player string) ([]projections.Ban, error) {
+	if err := s.rlock(ctx, noShard); err != nil {
+		return nil, fmt.Errorf("bans of %s: %w", player, err)
+	}
 	defer s.mu.RUnlock()
 	out := []projections.Ban{}
 	for _, b := range s.bans[player] {
@@ -502,8 +566,10 @@ func (s *Store) Bans(_ context.Context, player string) ([]projections.Ban, error
 }
 
 // ReportData implements projections.Store.
-func (s *Store) ReportData(context.Context) (projections.ReportData, error) {
-	s.mu.RLock()
+func (s *Store) ReportData(ctx context.Context) (projections.ReportData, error) {
+	if err := s.rlock(ctx, noShard); err != nil {
+		return projections.ReportData{}, fmt.Errorf("report data: %w", err)
+	}
 	defer s.mu.RUnlock()
 	d := projections.ReportData{Seq: s.checkpoint}
 	for _, id := range s.blockIDs {
@@ -520,12 +586,14 @@ func (s *Store) ReportData(context.Context) (projections.ReportData, error) {
 }
 
 // LargeWins implements projections.Store.
-func (s *Store) LargeWins(_ context.Context, q projections.LargeWinsQuery) ([]projections.Win, uint64, bool, error) {
+func (s *Store) LargeWins(ctx context.Context, q projections.LargeWinsQuery) ([]projections.Win, uint64, bool, error) {
 	if err := q.Check(); err != nil {
 		return nil, 0, false, fmt.Errorf("large wins: %w", err)
 	}
 	from, to := q.From.UTC().Truncate(projections.Precision), q.To.UTC().Truncate(projections.Precision)
-	s.mu.RLock()
+	if err := s.rlock(ctx, allShards); err != nil {
+		return nil, 0, false, fmt.Errorf("large wins: %w", err)
+	}
 	defer s.mu.RUnlock()
 	out := []projections.Win{}
 	i := sort.Search(len(s.wins), func(i int) bool { return !s.wins[i].SettledAt.Before(from) })
