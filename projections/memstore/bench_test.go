@@ -1,7 +1,6 @@
 package memstore_test
 
 import (
-	"bytes"
 	"context"
 	"testing"
 	"time"
@@ -58,17 +57,23 @@ func BenchmarkSnapshot(b *testing.B) {
 	var size int
 	for b.Loop() {
 		start := time.Now()
-		f := s.Freeze()
+		f, err := s.Freeze(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
 		held += time.Since(start)
-		var buf bytes.Buffer
+		var buf memstore.Sections
 		start = time.Now()
-		if _, err := f.WriteTo(&buf); err != nil {
+		if _, err := f.Encode(&buf); err != nil {
 			b.Fatal(err)
 		}
 		encode += time.Since(start)
-		size = buf.Len()
+		size = 0
+		for _, sec := range buf.Secs {
+			size += len(sec)
+		}
 		start = time.Now()
-		if err := memstore.New(rules).Restore(&buf); err != nil {
+		if err := memstore.New(rules).Restore(buf.Hot(), &buf, nil); err != nil {
 			b.Fatal(err)
 		}
 		restore += time.Since(start)
