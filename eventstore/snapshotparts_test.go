@@ -161,6 +161,105 @@ func TestASnapshotStoredAsOneObjectStillLoads(t *testing.T) {
 	}
 }
 
+// TestASnapshotInSectionsReadsEachSectionAlone: LoadSections hands its
+// reader the first section only; each other section opens alone later,
+// its parts checked against the manifest authenticated at the load, so
+// that one altered, missing or of another snapshot is refused then.
+func TestASnapshotInSectionsReadsEachSectionAlone(t *testing.T) {
+	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	snaps, err := store.OpenSnapshots(ctx, partsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os := snapshotBucket(t, store)
+	sections := [][]byte{pattern(1500, 1), pattern(500, 2), pattern(2200, 3)}
+	// given a snapshot of three sections (2, 1 and 3 parts) after an
+	// older one of one section
+	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{
+		eventstoretest.Ev("T", "a", "1", 1), eventstoretest.Ev("T", "a", "1", 2)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := snaps.Slot("writer", "c1", 1, "r")
+	if err := slot.Save(ctx, seqs[0], pattern(2500, 9)); err != nil {
+		t.Fatal(err)
+	}
+	err = slot.SaveParts(ctx, seqs[1], func(w *eventstore.PartWriter) error {
+		for i, b := range sections {
+			if i > 0 {
+				if err := w.Cut(); err != nil {
+					return err
+				}
+			}
+			if _, err := w.Write(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// when it is loaded, its reader reads the first section
+	var rest *eventstore.SnapshotSections
+	seq, _, err := slot.LoadSections(ctx, func(_ uint64, r io.Reader, x *eventstore.SnapshotSections) error {
+		first, err := io.ReadAll(r)
+		if err == nil && !bytes.Equal(first, sections[0]) {
+			err = fmt.Errorf("first section of %d bytes", len(first))
+		}
+		rest = x
+		return err
+	})
+	if err != nil || seq != seqs[1] || rest.Len() != 2 {
+		t.Fatalf("load: %v at %d, %d sections after the first", err, seq, rest.Len())
+	}
+	// then each other section reads alone, after the load
+	read := func(i int) ([]byte, error) {
+		r, err := rest.Open(ctx, i)
+		if err != nil {
+			return nil, err
+		}
+		defer r.Close()
+		return io.ReadAll(r)
+	}
+	for i, want := range sections[1:] {
+		if got, err := read(i); err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("section %d: %d bytes, %v", i+1, len(got), err)
+		}
+	}
+	if _, err := rest.Open(ctx, 2); !errors.Is(err, eventstore.ErrSnapshotRefused) {
+		t.Fatalf("a section beyond the last: %v", err)
+	}
+	// and a part altered, of another snapshot or missing is refused
+	manifest := fmt.Sprintf("writer.c1.%020d", seqs[1])
+	parts, olderParts := partsOf(t, os, manifest), partsOf(t, os, fmt.Sprintf("writer.c1.%020d", seqs[0]))
+	if len(parts) != 6 {
+		t.Fatalf("parts %v, want 6", parts)
+	}
+	for _, c := range []struct {
+		name, reason string
+		part         int
+		data         []byte
+	}{
+		// each before the last: the reader stops at the first refused
+		{"missing", "part 5 of 6: nats: object not found", 5, nil},
+		{"altered", "part 4 of 6: authentication fails", 4, append([]byte{0}, getBytes(t, os, parts[4])[1:]...)},
+		{"of another snapshot", "part 3 of 6: authentication fails", 3, getBytes(t, os, olderParts[0])},
+	} {
+		if c.data == nil {
+			if err := os.Delete(ctx, parts[c.part]); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			putBytes(t, os, parts[c.part], c.data)
+		}
+		if _, err := read(1); !errors.Is(err, eventstore.ErrSnapshotRefused) || !strings.Contains(err.Error(), c.reason) {
+			t.Fatalf("a part %s: %v, want %q", c.name, err, c.reason)
+		}
+	}
+}
+
 // TestPruningDeletesTheParts: the snapshots beyond Keep go with their
 // parts, and so do parts without a manifest older than every snapshot kept
 // (a store cut short); a newer one may be a store in progress and stays.
