@@ -50,3 +50,6 @@ func (s *Sections) Opened() int { return int(s.opened.Load()) }
 const ShardCount = shardCount
 
 func PlayerShard(player string) int { return playerShard(player) }
+
+// LoadAll loads every shard not loaded yet, as a restore of format 2 did.
+func (s *Store) LoadAll() error { return s.ensure(context.Background(), allShards) }

@@ -121,6 +121,54 @@ func TestARestoredStoreResumesFromItsCheckpointAsOneThatAppliedEverything(t *tes
 	}
 }
 
+// TestReadsAsShardsLoadAndBatchesApply: reads of players whose shard is
+// loading, the warm-up and batches run at once (go test -race), and the
+// store ends as one that applied everything.
+func TestReadsAsShardsLoadAndBatchesApply(t *testing.T) {
+	rules := projectionstest.SmallRules(t)
+	w := projectionstest.Standard(t, rules)
+	half := len(projectionstest.WholeAppends(w.Events, len(w.Events)/2))
+	halfway := memstore.New(rules)
+	projectionstest.Project(t, halfway, w.Events[:half], 7)
+	whole := memstore.New(rules)
+	projectionstest.Project(t, whole, w.Events, 7)
+	accounts, err := whole.Accounts(context.Background(), "", projections.PageMax)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := restore(t, rules, encode(t, halfway))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errs := make(chan error, len(accounts))
+	for _, a := range accounts {
+		go func() {
+			var err error
+			for ctx.Err() == nil && err == nil {
+				_, err = s.History(ctx, a.Player, "", 5)
+				if err == nil || errors.Is(err, projections.ErrNotFound) {
+					_, err = s.Statement(ctx, projections.StatementQuery{Player: a.Player, Limit: 10})
+				}
+				if errors.Is(err, projections.ErrNotFound) {
+					err = nil
+				}
+			}
+			if ctx.Err() != nil {
+				err = nil
+			}
+			errs <- err
+		}()
+	}
+	s.Warm()
+	projectionstest.Project(t, s, w.Events, 7)
+	cancel()
+	for range accounts {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	sameReads(t, "read, warmed and applied at once", s, whole)
+}
+
 // TestAShardThatFailsToLoadAnswers503UntilTheStreamIsAppliedAgain: a
 // shard missing or altered after the start fails the read that needed it
 // and every read after it (ErrNotReached: 503), never a part of the rows;
