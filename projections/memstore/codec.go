@@ -24,8 +24,12 @@ type encoder struct {
 	buf [binary.MaxVarintLen64]byte
 }
 
+// sectionBuffer sizes an encoder's or decoder's buffer: one per section,
+// 65 per snapshot, over parts that are buffered whole.
+const sectionBuffer = 64 << 10
+
 func newEncoder(w io.Writer) *encoder {
-	return &encoder{w: bufio.NewWriterSize(w, 1<<20), strs: map[string]uint64{}}
+	return &encoder{w: bufio.NewWriterSize(w, sectionBuffer), strs: map[string]uint64{}}
 }
 
 func (e *encoder) u(v uint64) {
@@ -121,7 +125,7 @@ type decoder struct {
 	err  error
 }
 
-func newDecoder(r io.Reader) *decoder { return &decoder{r: bufio.NewReaderSize(r, 1<<20)} }
+func newDecoder(r io.Reader) *decoder { return &decoder{r: bufio.NewReaderSize(r, sectionBuffer)} }
 
 func (d *decoder) fail(err error) {
 	if d.err == nil {
