@@ -107,6 +107,9 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	gate := &writerGate{}
 	runner := projections.NewRunner(eventSource{store: st.store, log: log}, store)
 	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn()}
+	if psnap != nil {
+		rd.rebuilding = psnap.store.Rebuilding
+	}
 	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge})
 	if err != nil {
 		ln.Close()
@@ -356,6 +359,9 @@ type readiness struct {
 	conn   *nats.Conn
 	target atomic.Uint64
 	ready  atomic.Bool
+	// rebuilding reports the in-memory read models dropping their rows
+	// after a shard of their snapshot failed to load; nil otherwise.
+	rebuilding func() bool
 }
 
 // state implements api.Config.Readiness; it does no I/O.
@@ -370,6 +376,8 @@ func (r *readiness) state() api.Readiness {
 		rd.Status, rd.Reason = api.StatusStarting, "the writer is rebuilding its state from the stream"
 	case (*w).Err() != nil:
 		rd.Status, rd.Reason = api.StatusUnavailable, (*w).Err().Error()
+	case r.rebuilding != nil && r.rebuilding():
+		rd.Status, rd.Reason = api.StatusUnavailable, "the read models are being rebuilt from the stream: a shard of their snapshot failed to load"
 	case !r.ready.Load() && rd.ProjectionSeq < rd.StartSeq:
 		rd.Status, rd.Reason = api.StatusStarting, fmt.Sprintf("the projections are catching up: at %d of %d", rd.ProjectionSeq, rd.StartSeq)
 	case r.conn.Status() != nats.CONNECTED:

@@ -11,7 +11,7 @@ import (
 	"github.com/fdj/tresor/domain"
 )
 
-// encoder writes the compact binary form of format 2: unsigned and signed
+// encoder writes the compact binary form of formats 2 and 3: unsigned and signed
 // varints, strings interned (the first occurrence written out, later ones
 // by their index), times as the difference from the previous time written.
 // Its errors are bufio.Writer's, sticky, returned by its Flush.

@@ -9,8 +9,8 @@ import (
 	"github.com/fdj/tresor/projections"
 )
 
-// The rows of format 2, field by field in their declaration order; each
-// encoder method has its decoder below it. TestFormat2RoundTripsEveryField
+// The rows of formats 2 and 3, field by field in their declaration order;
+// each encoder method has its decoder below it. TestFormat3RoundTripsEveryField
 // fails on a field added to a row and forgotten here.
 
 // encodeMap writes m's size, then each key and value in key order.

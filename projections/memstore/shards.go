@@ -7,6 +7,7 @@ import (
 	"io"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/projections"
@@ -147,6 +148,15 @@ func (s *Store) ensure(ctx context.Context, shard int) error {
 	}
 }
 
+// Rebuilding reports whether the store dropped its rows after a shard
+// failed to load and has not applied the stream up to where it was yet:
+// readiness says so.
+func (s *Store) Rebuilding() bool {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.checkpoint < s.rebuildTo
+}
+
 // Warm loads in the background the shards nothing has asked for yet, so
 // that the store holds every row again (Freeze waits for it).
 func (s *Store) Warm() {
@@ -182,7 +192,27 @@ func (s *Store) load(c *cold, k int) {
 	}
 }
 
+// shardAttempts is how many times a shard is read before it fails, the
+// first pause shardRetry, doubled after each: a blip of the object store
+// (a NATS node restarting) must not cost a rebuild; a shard refused or
+// not decoding fails again and is dropped after 3 s.
+const (
+	shardAttempts = 3
+	shardRetry    = time.Second
+)
+
 func (c *cold) read(k int) (*shardRows, error) {
+	var err error
+	for attempt, wait := 1, shardRetry; ; attempt, wait = attempt+1, 2*wait {
+		var sh *shardRows
+		if sh, err = c.readOnce(k); err == nil || attempt == shardAttempts {
+			return sh, err
+		}
+		time.Sleep(wait)
+	}
+}
+
+func (c *cold) readOnce(k int) (*shardRows, error) {
 	r, err := c.src.Open(context.Background(), k)
 	if err != nil {
 		return nil, err
