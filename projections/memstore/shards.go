@@ -173,6 +173,9 @@ func (s *Store) load(c *cold, k int) {
 	sh, err := c.read(k)
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err == nil && s.cold == c {
+		err = s.checkWins(c, sh)
+	}
 	switch {
 	case s.cold != c:
 		l.err = errRebuilding
@@ -219,6 +222,30 @@ func (c *cold) readOnce(k int) (*shardRows, error) {
 	}
 	defer r.Close()
 	return decodeShard(r, k, c.wins)
+}
+
+// checkWins refuses a shard that would put a win where another is, or, as
+// the last shard, leave a place empty: a read of the wins must never find
+// a hole.
+func (s *Store) checkWins(c *cold, sh *shardRows) error {
+	for _, w := range sh.wins {
+		if s.wins[w[0]] != nil {
+			return fmt.Errorf("win %d twice", w[0])
+		}
+	}
+	if c.left > 1 {
+		return nil
+	}
+	empty := 0
+	for _, p := range s.wins[:c.wins] {
+		if p == nil {
+			empty++
+		}
+	}
+	if empty != len(sh.wins) {
+		return fmt.Errorf("%d of %d wins in no shard", empty-len(sh.wins), c.wins)
+	}
+	return nil
 }
 
 // merge adds a shard's rows under the rows of the batches applied since
