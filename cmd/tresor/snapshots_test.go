@@ -1,10 +1,18 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"net/http"
+	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/fdj/tresor/eventstore"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestServeStartsItsReadModelsFromTheirSnapshot: serve on the embedded
@@ -16,34 +24,8 @@ func TestServeStartsItsReadModelsFromTheirSnapshot(t *testing.T) {
 	data := t.TempDir()
 	// given a serve that recorded plays, some finished, one in progress
 	s := startServe(t, data)
-	op, reg := s.token("operator", ""), s.token("regulator", "")
-	s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":2}`})
-	players := []string{"p-1", "p-2", "p-3"}
-	for _, p := range players {
-		tok := s.token("player", p)
-		s.must(200, call{"PUT", "/v1/players/" + p, op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"100.00"}`})
-		s.must(200, call{"POST", "/v1/players/" + p + "/deposits", op, "d-" + p, `{"amount":"30.00"}`})
-		for i := range 3 {
-			play := s.must(201, call{"POST", "/v1/players/" + p + "/plays", tok, fmt.Sprint("k", i), `{"stake":"1.00"}`})
-			for range 4 - i/2 {
-				s.must(200, call{"POST", "/v1/players/" + p + "/plays/" + play["play_id"].(string) + "/throws", tok, "", ""})
-			}
-		}
-	}
-	// A statement names the read models' position, which the seal
-	// recorded at the clean stop moves on: everything else must agree.
-	position := regexp.MustCompile(`,"seq":\d+}$`)
-	reads := func(s *server) string {
-		var b strings.Builder
-		for _, p := range players {
-			for _, path := range []string{"/account", "/plays?limit=50", "/statement"} {
-				b.WriteString(position.ReplaceAllString(strings.TrimSpace(s.getText("/v1/players/"+p+path, reg)), "}") + "\n")
-			}
-		}
-		b.WriteString(s.getText("/v1/blocks", reg))
-		return b.String()
-	}
-	before := reads(s)
+	recordPlays(s)
+	before := snapshotReads(s)
 	// when it stops cleanly
 	s.stop()
 	if !strings.Contains(s.logs.String(), "no projections snapshot: applying the whole stream") {
@@ -55,7 +37,7 @@ func TestServeStartsItsReadModelsFromTheirSnapshot(t *testing.T) {
 	}
 	// then the next start's read models come from that snapshot
 	again := startServe(t, data)
-	after := reads(again)
+	after := snapshotReads(again)
 	again.stop()
 	logs := again.logs.String()
 	if !strings.Contains(logs, `projections start from a snapshot" seq=`+taken[1]+" ") || strings.Contains(logs, "applying the whole stream") {
@@ -64,5 +46,141 @@ func TestServeStartsItsReadModelsFromTheirSnapshot(t *testing.T) {
 	// and answer as before the stop
 	if after != before {
 		t.Fatalf("reads differ after a start from the snapshot:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// snapshotPlayers are the players recordPlays opens.
+var snapshotPlayers = []string{"p-1", "p-2", "p-3"}
+
+// recordPlays opens an emission and snapshotPlayers, each with a deposit
+// and three plays: two finished, one in progress.
+func recordPlays(s *server) {
+	op := s.token("operator", "")
+	s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":2}`})
+	for _, p := range snapshotPlayers {
+		tok := s.token("player", p)
+		s.must(200, call{"PUT", "/v1/players/" + p, op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"100.00"}`})
+		s.must(200, call{"POST", "/v1/players/" + p + "/deposits", op, "d-" + p, `{"amount":"30.00"}`})
+		for i := range 3 {
+			play := s.must(201, call{"POST", "/v1/players/" + p + "/plays", tok, fmt.Sprint("k", i), `{"stake":"1.00"}`})
+			for range 4 - i/2 {
+				s.must(200, call{"POST", "/v1/players/" + p + "/plays/" + play["play_id"].(string) + "/throws", tok, "", ""})
+			}
+		}
+	}
+}
+
+// statementPosition is a statement's read-model position, which the seal
+// recorded at a clean stop moves on: everything else must agree.
+var statementPosition = regexp.MustCompile(`,"seq":\d+}$`)
+
+// snapshotReads reads snapshotPlayers' accounts, histories and statements,
+// and the blocks.
+func snapshotReads(s *server) string {
+	reg := s.token("regulator", "")
+	var b strings.Builder
+	for _, p := range snapshotPlayers {
+		for _, path := range []string{"/account", "/plays?limit=50", "/statement"} {
+			b.WriteString(statementPosition.ReplaceAllString(strings.TrimSpace(s.getText("/v1/players/"+p+path, reg)), "}") + "\n")
+		}
+	}
+	b.WriteString(s.getText("/v1/blocks", reg))
+	return b.String()
+}
+
+// TestAShardRefusedAfterTheStartAnswers503UntilRebuilt: serve starts its
+// read models from their snapshot's hot section; the last shard's part,
+// altered in the bucket, is refused when the warm-up loads it: readiness
+// says unavailable and reads answer 503, never a part of the rows; the
+// next write makes the runner apply the stream again, and the reads then
+// agree with a start that applied the whole stream.
+func TestAShardRefusedAfterTheStartAnswers503UntilRebuilt(t *testing.T) {
+	data := t.TempDir()
+	s := startServe(t, data)
+	recordPlays(s)
+	s.stop()
+	alterLastPart(t, data, projectionSnapshotKind)
+	// when serve starts from that snapshot
+	again := startServe(t, data)
+	reg, op := again.token("regulator", ""), again.token("operator", "")
+	account := call{"GET", "/v1/players/p-1/account", reg, "", ""}
+	deadline := time.Now().Add(time.Minute)
+	for !strings.Contains(again.logs.String(), "projections snapshot shard refused") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the altered shard was not refused:\n%s", again.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// then readiness and reads say 503
+	if resp, body := again.get("/v1/ready", nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "rebuilt from the stream") {
+		t.Fatalf("ready while rebuilding: %d %s", resp.StatusCode, body)
+	}
+	if got, m := again.do(account); got != http.StatusServiceUnavailable {
+		t.Fatalf("account while rebuilding: %d %v", got, m)
+	}
+	// and after a write the read models are applied again, whole
+	deposit := call{"POST", "/v1/players/p-1/deposits", op, "d2-p-1", `{"amount":"5.00"}`}
+	for got, m := again.do(deposit); got != http.StatusOK; got, m = again.do(deposit) {
+		if got != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("deposit after the refusal: %d %v", got, m)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	again.waitReady(time.Minute)
+	rebuilt := snapshotReads(again)
+	again.stop()
+	full := startServe(t, data, "--snapshots=false")
+	defer full.stop()
+	if want := snapshotReads(full); rebuilt != want {
+		t.Fatalf("reads after the rebuild differ from a full apply:\nrebuilt:\n%s\nfull:\n%s", rebuilt, want)
+	}
+}
+
+// alterLastPart flips a byte of the last part of the newest snapshot of
+// kind in the data directory's bucket, serve stopped.
+func alterLastPart(t *testing.T, data, kind string) {
+	t.Helper()
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: filepath.Join(data, "jetstream")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Shutdown()
+	nc, err := srv.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os, err := js.ObjectStore(ctx, eventstore.SnapshotBucketDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	infos, err := os.List(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var parts []string
+	for _, in := range infos {
+		if strings.HasPrefix(in.Name, "part."+kind+".") {
+			parts = append(parts, in.Name)
+		}
+	}
+	slices.Sort(parts)
+	if len(parts) == 0 {
+		t.Fatalf("no %s snapshot part", kind)
+	}
+	last := parts[len(parts)-1]
+	b, err := os.GetBytes(ctx, last)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[len(b)-2] ^= 1
+	if _, err := os.PutBytes(ctx, last, b); err != nil {
+		t.Fatal(err)
 	}
 }
