@@ -104,16 +104,18 @@ func TestAShardRefusedAfterTheStartAnswers503UntilRebuilt(t *testing.T) {
 	again := startServe(t, data)
 	reg, op := again.token("regulator", ""), again.token("operator", "")
 	account := call{"GET", "/v1/players/p-1/account", reg, "", ""}
+	// then, once the warm-up reaches the shard, readiness and reads say
+	// 503 (the logs are read once serve has stopped)
 	deadline := time.Now().Add(time.Minute)
-	for !strings.Contains(again.logs.String(), "projections snapshot shard refused") {
-		if time.Now().After(deadline) {
-			t.Fatalf("the altered shard was not refused:\n%s", again.logs)
+	for {
+		resp, body := again.get("/v1/ready", nil)
+		if resp.StatusCode == http.StatusServiceUnavailable && strings.Contains(body, "rebuilt from the stream") {
+			break
+		}
+		if resp.StatusCode != http.StatusOK || time.Now().After(deadline) {
+			t.Fatalf("ready before the rebuild: %d %s", resp.StatusCode, body)
 		}
 		time.Sleep(20 * time.Millisecond)
-	}
-	// then readiness and reads say 503
-	if resp, body := again.get("/v1/ready", nil); resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(body, "rebuilt from the stream") {
-		t.Fatalf("ready while rebuilding: %d %s", resp.StatusCode, body)
 	}
 	if got, m := again.do(account); got != http.StatusServiceUnavailable {
 		t.Fatalf("account while rebuilding: %d %v", got, m)
@@ -129,6 +131,9 @@ func TestAShardRefusedAfterTheStartAnswers503UntilRebuilt(t *testing.T) {
 	again.waitReady(time.Minute)
 	rebuilt := snapshotReads(again)
 	again.stop()
+	if !strings.Contains(again.logs.String(), "projections snapshot shard refused") {
+		t.Fatalf("no log of the shard refused:\n%s", again.logs)
+	}
 	full := startServe(t, data, "--snapshots=false")
 	defer full.stop()
 	if want := snapshotReads(full); rebuilt != want {
