@@ -207,16 +207,8 @@ func appendWithKey(t *testing.T, dir string, key ed25519.PrivateKey) {
 // are right, whatever the events say.
 func appendEvents(t *testing.T, dir string, key ed25519.PrivateKey, events ...eventstore.Event) {
 	t.Helper()
-	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: filepath.Join(dir, "jetstream")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, err := srv.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, done := embeddedConn(t, dir)
+	defer done()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	store, err := eventstore.Open(ctx, nc, eventstore.Config{})

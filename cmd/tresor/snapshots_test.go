@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/eventstore"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -145,16 +146,8 @@ func TestAShardRefusedAfterTheStartAnswers503UntilRebuilt(t *testing.T) {
 // kind in the data directory's bucket, serve stopped.
 func alterLastPart(t *testing.T, data, kind string) {
 	t.Helper()
-	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: filepath.Join(data, "jetstream")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer srv.Shutdown()
-	nc, err := srv.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
+	nc, done := embeddedConn(t, data)
+	defer done()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	js, err := jetstream.New(nc)
@@ -187,5 +180,24 @@ func alterLastPart(t *testing.T, data, kind string) {
 	b[len(b)-2] ^= 1
 	if _, err := os.PutBytes(ctx, last, b); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// embeddedConn runs the embedded server on the data directory dir, serve
+// stopped, and connects to it; done closes both, before serve starts
+// there again.
+func embeddedConn(t *testing.T, dir string) (nc *nats.Conn, done func()) {
+	t.Helper()
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: filepath.Join(dir, "jetstream")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if nc, err = srv.Conn(); err != nil {
+		srv.Shutdown()
+		t.Fatal(err)
+	}
+	return nc, func() {
+		nc.Close()
+		srv.Shutdown()
 	}
 }
