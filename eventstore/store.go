@@ -68,6 +68,15 @@ type AppendRequest struct {
 	// ExpectAggregates are per-aggregate expectations, at most one per
 	// aggregate.
 	ExpectAggregates []AggregateExpectation
+	// PayloadsMarshaled says that the caller built every payload with
+	// encoding/json, or with an encoder tested to give its bytes
+	// (domain.AppendEventJSON), so that the store does not check again
+	// that each is valid JSON: that check took about 4 % of the CPU of a
+	// busy writer, on its one loop. Every other check still applies. A
+	// payload that is not valid JSON would be hashed into the chain for
+	// good and refused by every reader, so a caller passing on bytes it
+	// did not encode leaves it false.
+	PayloadsMarshaled bool
 }
 
 // Store is the event store port. The NATS JetStream implementation is
@@ -400,11 +409,15 @@ func (s *NATSStore) validateRequest(chain string, req *AppendRequest, eventsMax 
 		return fmt.Errorf("append to chain %s: %d events, want 1..%d: %w", chain, len(req.Events), eventsMax, ErrInvalid)
 	}
 	for i := range req.Events {
-		if err := validateEvent(&req.Events[i], false); err != nil {
+		ev := &req.Events[i]
+		if err := validateEvent(ev, false); err != nil {
 			return fmt.Errorf("append to chain %s: event %d: %w", chain, i, err)
 		}
+		if !req.PayloadsMarshaled && !json.Valid(ev.Payload) {
+			return fmt.Errorf("append to chain %s: event %d: event type %q: payload is not valid JSON: %w", chain, i, ev.Type, ErrInvalid)
+		}
 		if s.cfg.Registry != nil {
-			if err := s.cfg.Registry.checkWrite(&req.Events[i]); err != nil {
+			if err := s.cfg.Registry.checkWrite(ev); err != nil {
 				return fmt.Errorf("append to chain %s: event %d: %w", chain, i, err)
 			}
 		}
