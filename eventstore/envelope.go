@@ -224,8 +224,9 @@ func ValidateChain(chain string) error {
 	return nil
 }
 
-// validateEvent checks what the writer supplied; reserved says whether the
-// store's own "_" kinds are allowed (seals).
+// validateEvent checks what the writer supplied but the payload's JSON
+// (validateRequest checks it unless the caller marshaled it); reserved
+// says whether the store's own "_" kinds are allowed (seals).
 func validateEvent(ev *Event, reserved bool) error {
 	switch {
 	case !validName(ev.Type, TypeLenMax, true):
@@ -243,8 +244,6 @@ func validateEvent(ev *Event, reserved bool) error {
 			ev.Type, IDLenMax, ErrInvalid)
 	case len(ev.Payload) > PayloadLenMax:
 		return fmt.Errorf("event type %q: payload of %d bytes exceeds %d: %w", ev.Type, len(ev.Payload), PayloadLenMax, ErrInvalid)
-	case !json.Valid(ev.Payload):
-		return fmt.Errorf("event type %q: payload is not valid JSON: %w", ev.Type, ErrInvalid)
 	}
 	return nil
 }

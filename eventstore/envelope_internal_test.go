@@ -5,6 +5,7 @@ import (
 	"errors"
 	"reflect"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,5 +90,32 @@ func BenchmarkEncodeMsg(b *testing.B) {
 		// As publishBatch marks a message in the middle of a batch.
 		m := subj.encodeMsg(&ev)
 		m.Header["Nats-Batch-Id"], m.Header["Nats-Batch-Sequence"] = ids, seq
+	}
+}
+
+// TestPayloadsMarshaledSkipsOnlyTheJSONCheck checks that a request whose
+// payloads the caller marshaled is spared json.Valid and nothing else, and
+// that any other request with a payload that is not JSON is refused.
+func TestPayloadsMarshaledSkipsOnlyTheJSONCheck(t *testing.T) {
+	s := &NATSStore{}
+	ev := func(typ, payload string) Event {
+		return Event{Type: typ, SchemaVersion: 1, Aggregate: Aggregate{Kind: "acct", ID: "a1"}, Payload: json.RawMessage(payload)}
+	}
+	notJSON := ev("test.Opened", `{"a":`)
+	if err := s.validateRequest("c1", &AppendRequest{Events: []Event{ev("test.Opened", `{}`), notJSON}}, BatchEventsMax); !errors.Is(err, ErrInvalid) ||
+		!strings.Contains(err.Error(), "event 1: event type \"test.Opened\": payload is not valid JSON") {
+		t.Fatalf("payload not JSON: want ErrInvalid naming event 1, got %v", err)
+	}
+	if err := s.validateRequest("c1", &AppendRequest{Events: []Event{notJSON}, PayloadsMarshaled: true}, BatchEventsMax); err != nil {
+		t.Fatalf("marshaled payloads: the JSON is the caller's word, got %v", err)
+	}
+	for name, bad := range map[string]Event{
+		"bad type":          ev("test Opened", `{}`),
+		"payload too large": ev("test.Opened", `"`+strings.Repeat("x", PayloadLenMax)+`"`),
+		"no schema":         {Type: "test.Opened", Aggregate: Aggregate{Kind: "acct", ID: "a1"}, Payload: json.RawMessage(`{}`)},
+	} {
+		if err := s.validateRequest("c1", &AppendRequest{Events: []Event{bad}, PayloadsMarshaled: true}, BatchEventsMax); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s, payloads marshaled: want ErrInvalid, got %v", name, err)
+		}
 	}
 }

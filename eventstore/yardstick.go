@@ -19,6 +19,10 @@ type Yardstick struct {
 	Batches, BatchSize, MessageBytes int
 	// Replicas of the scratch stream (the same as Tresor's stream).
 	Replicas int
+	// Header, when set, goes on every message (the batch's own headers are
+	// added to it), so that a run can measure what header bytes cost the
+	// server against the bare yardstick (BenchmarkYardstickHeaders).
+	Header nats.Header
 }
 
 // MeasureAtomicBatches publishes y.Batches raw atomic batches, one at a
@@ -48,7 +52,7 @@ func MeasureAtomicBatches(ctx context.Context, nc *nats.Conn, y Yardstick) (floa
 	payload := make([]byte, y.MessageBytes)
 	msgs := make([]*nats.Msg, y.BatchSize)
 	for i := range msgs {
-		msgs[i] = &nats.Msg{Subject: fmt.Sprintf("yardstick.%s.%d", id, i%64), Data: payload}
+		msgs[i] = &nats.Msg{Subject: fmt.Sprintf("yardstick.%s.%d", id, i%64), Header: y.Header, Data: payload}
 	}
 	start := time.Now()
 	for range y.Batches {

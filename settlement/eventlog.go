@@ -79,7 +79,9 @@ func (l *EventLog) Abort(err error) { l.committer.Abort(err) }
 
 // Append implements Log.
 func (l *EventLog) Append(ctx context.Context, recs []Record, done func(AppendResult)) {
-	req := eventstore.AppendRequest{Events: make([]eventstore.Event, len(recs))}
+	// envelope marshals every payload (domain.AppendEventJSON gives
+	// json.Marshal's bytes): the store need not check their JSON again.
+	req := eventstore.AppendRequest{Events: make([]eventstore.Event, len(recs)), PayloadsMarshaled: true}
 	// The command's payloads share one buffer: one allocation (or a few,
 	// as it grows) per command instead of one or more per event.
 	buf := make([]byte, 0, 512*len(recs))
