@@ -6,12 +6,19 @@ import (
 	"time"
 )
 
-// BenchmarkLedgerSnapshot measures the writer's snapshot after one sold-out
-// 2 € block of the default rules (450 000 plays by 1 024 players, each
-// played to its fourth throw, one stake every 100 ms so that every key is
-// still inside its 48-hour window): its bytes, and the time to encode and
-// to decode it (the decode stands between a writer's start and ready).
+// BenchmarkLedgerSnapshot measures the writer's snapshot after one and
+// after three sold-out 2 € blocks of the default rules (450 000 plays a
+// block by 1 024 players, each played to its fourth throw, one stake every
+// 100 ms so that every key is still inside its 48-hour window): its bytes,
+// and the time to encode and to decode it (the decode stands between a
+// writer's start and ready, and should not grow with the keys).
 func BenchmarkLedgerSnapshot(b *testing.B) {
+	for _, blocks := range []int{1, 3} {
+		b.Run(fmt.Sprintf("blocks=%d", blocks), func(b *testing.B) { benchmarkLedgerSnapshot(b, blocks) })
+	}
+}
+
+func benchmarkLedgerSnapshot(b *testing.B, blocks int) {
 	rules, err := DefaultRules()
 	if err != nil {
 		b.Fatal(err)
@@ -20,11 +27,14 @@ func BenchmarkLedgerSnapshot(b *testing.B) {
 	const players = 1024
 	for i := range players {
 		p := fmt.Sprint("p", i)
-		w.given(ConfigureAccount{Player: p, DepositLimit: amt("100000"), StakeLimit: amt("100000")},
-			Deposit{Player: p, Amount: 100_000, Key: "d" + p})
+		w.given(ConfigureAccount{Player: p, DepositLimit: amt("1000000"), StakeLimit: amt("1000000")},
+			Deposit{Player: p, Amount: 100_000 * Amount(blocks), Key: "d" + p})
 	}
-	w.given(CreateEmission{Price: 200, Blocks: 1, First: prepared(b, rules, 200, 1)})
-	for i := range rules.BlockUnits {
+	w.given(CreateEmission{Price: 200, Blocks: blocks, First: prepared(b, rules, 200, 1)})
+	for i := range blocks * rules.BlockUnits {
+		for _, id := range w.l.NextToPrepare() {
+			w.l.Prepare(id, prepared(b, rules, 200, byte(2+i/rules.BlockUnits)))
+		}
 		p := fmt.Sprint("p", i%players)
 		d, err := w.do(PlaceStake{Player: p, Stake: 200, Key: fmt.Sprint("s", i)})
 		if err != nil {

@@ -293,3 +293,81 @@ func withKeys(t *testing.T, b []byte, f func([]byte) []byte) []byte {
 	}
 	return append(slices.Clone(b[:i+1]), f(slices.Clone(b[i+1:]))...)
 }
+
+// TestKeysAcrossASnapshotAreAnsweredAsByTheLedgerThatKeptThem follows a
+// ledger and ledgers decoded from its snapshots (one taken from another
+// decoded one, holding keys of both kinds) through three days of
+// deposits: retries of keys remembered across the snapshot, with the same
+// request and with another, keys expiring after it, one by one, and new
+// keys recorded after it. Every ledger decides every command alike,
+// remembers the same keys and encodes to the same bytes.
+func TestKeysAcrossASnapshotAreAnsweredAsByTheLedgerThatKeptThem(t *testing.T) {
+	w := newWorld(t)
+	w.given(ConfigureAccount{Player: "p1", DepositLimit: amt("100000"), StakeLimit: amt("100000")},
+		ConfigureAccount{Player: "p2", DepositLimit: amt("100000"), StakeLimit: amt("100000")},
+		CreateEmission{Price: 100, Blocks: 2, First: prepared(t, w.l.Rules, 100, 1), Key: "e1"})
+	for i := range 40 {
+		w.given(Deposit{Player: fmt.Sprint("p", 1+i%2), Amount: Amount(100 + i), Key: fmt.Sprint("a", i)})
+		w.now = w.now.Add(time.Hour)
+	}
+	decoded := func(l *Ledger) *Ledger {
+		b, err := EncodeLedger(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeLedger(l.Rules, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	ledgers := []*Ledger{w.l, decoded(w.l)}
+	for step := range 150 {
+		i := step % 40
+		cmds := []Command{
+			Deposit{Player: fmt.Sprint("p", 1+i%2), Amount: Amount(100 + i), Key: fmt.Sprint("a", i)},
+			Deposit{Player: fmt.Sprint("p", 1+i%2), Amount: 1, Key: fmt.Sprint("a", i)},
+			Deposit{Player: fmt.Sprint("p", 2-i%2), Amount: Amount(100 + i), Key: fmt.Sprint("a", i)},
+			Deposit{Player: "p1", Amount: 7, Key: fmt.Sprint("b", step)},
+			Deposit{Player: "p1", Amount: 7, Key: fmt.Sprint("b", step/2)},
+			CreateEmission{Price: 100, Blocks: 2, First: prepared(t, w.l.Rules, 100, 2), Key: "e1"},
+		}
+		for _, c := range cmds {
+			want, werr := Decide(w.l, w.now, c)
+			for n, l := range ledgers[1:] {
+				have, herr := Decide(l, w.now, c)
+				if fmt.Sprint(herr) != fmt.Sprint(werr) || !reflect.DeepEqual(want, have) {
+					t.Fatalf("step %d, ledger %d, %+v: decided %v (%v) vs %v (%v)", step, n+1, c, types(have.Events), herr, types(want.Events), werr)
+				}
+			}
+			for _, e := range want.Events {
+				for _, l := range ledgers {
+					if err := l.Evolve(w.now, e); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		if step == 30 {
+			ledgers = append(ledgers, decoded(ledgers[1]))
+		}
+		if step%10 == 0 || step == 149 {
+			want, err := EncodeLedger(w.l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n, l := range ledgers[1:] {
+				if err := sameLedger(w.l, l); err != nil {
+					t.Fatalf("step %d, ledger %d: %v", step, n+1, err)
+				}
+				if have, err := EncodeLedger(l); err != nil || !bytes.Equal(have, want) {
+					t.Fatalf("step %d, ledger %d encodes to %d bytes, not %d (%v)", step, n+1, len(have), len(want), err)
+				}
+			}
+		}
+		w.now = w.now.Add(30 * time.Minute)
+	}
+	if n := len(keysOf(w.l)); n == 0 || n >= 150+40 {
+		t.Fatalf("%d keys remembered at the end: none expired, or all", n)
+	}
+}
