@@ -273,6 +273,45 @@ func (s *snapshotter) save() {
 		return
 	}
 	StoreSnapshot(s.store, s.log, s.f.Seq(), data, time.Since(start))
+	s.cfg.SnapshotSpans.add(start, time.Now())
+}
+
+// SnapshotSpans records when snapshots were taken, from the start of
+// their encoding to the end of their store. It is safe for concurrent use.
+type SnapshotSpans struct {
+	mu    sync.Mutex
+	spans [][2]time.Time
+}
+
+// add records a snapshot taken from began to ended; a nil s records
+// nothing.
+func (s *SnapshotSpans) add(began, ended time.Time) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spans = append(s.spans, [2]time.Time{began, ended})
+}
+
+// Count returns the number of snapshots recorded.
+func (s *SnapshotSpans) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.spans)
+}
+
+// Overlaps reports whether a snapshot was being taken at some time
+// between from and to.
+func (s *SnapshotSpans) Overlaps(from, to time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range s.spans {
+		if sp[0].Before(to) && from.Before(sp[1]) {
+			return true
+		}
+	}
+	return false
 }
 
 // SnapshotDue says whether a snapshot is due after since events applied
