@@ -2,6 +2,7 @@ package domain
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
@@ -10,8 +11,9 @@ import (
 // after three sold-out 2 € blocks of the default rules (450 000 plays a
 // block by 1 024 players, each played to its fourth throw, one stake every
 // 100 ms so that every key is still inside its 48-hour window): its bytes,
-// and the time to encode and to decode it (the decode stands between a
-// writer's start and ready, and should not grow with the keys).
+// the time to encode and to decode it (the decode stands between a
+// writer's start and ready, and should not grow with the keys), and the
+// objects the decode allocates (which do not depend on the machine's load).
 func BenchmarkLedgerSnapshot(b *testing.B) {
 	for _, blocks := range []int{1, 3} {
 		b.Run(fmt.Sprintf("blocks=%d", blocks), func(b *testing.B) { benchmarkLedgerSnapshot(b, blocks) })
@@ -51,19 +53,25 @@ func benchmarkLedgerSnapshot(b *testing.B, blocks int) {
 	}
 	var data []byte
 	var encode, decode time.Duration
+	var allocs uint64
 	for b.Loop() {
 		start := time.Now()
 		if data, err = EncodeLedger(w.l); err != nil {
 			b.Fatal(err)
 		}
 		encode += time.Since(start)
+		var m0, m1 runtime.MemStats
+		runtime.ReadMemStats(&m0)
 		start = time.Now()
 		if _, err := DecodeLedger(rules, data); err != nil {
 			b.Fatal(err)
 		}
 		decode += time.Since(start)
+		runtime.ReadMemStats(&m1)
+		allocs += m1.Mallocs - m0.Mallocs
 	}
 	b.ReportMetric(float64(len(data))/1e6, "MB")
 	b.ReportMetric(float64(encode.Milliseconds())/float64(b.N), "ms-encode")
 	b.ReportMetric(float64(decode.Milliseconds())/float64(b.N), "ms-decode")
+	b.ReportMetric(float64(allocs)/float64(b.N), "allocs-decode")
 }
