@@ -28,7 +28,7 @@ type SimConfig struct {
 	OnPlay func()
 	// Snapshots, when set, are the writer's snapshot spans
 	// (Config.SnapshotSpans): the commands' latencies are then also split
-	// by whether a snapshot was being taken while they waited.
+	// by whether a snapshot was being taken when they were clicked.
 	Snapshots *SnapshotSpans
 	// Measure, when set, is called as the plays start (the players are
 	// funded by then), and the function it returns once the last play has
@@ -54,7 +54,8 @@ type SimResult struct {
 	CommandLatencies []time.Duration
 	// CommandLatenciesDuringSnapshots and CommandLatenciesOutsideSnapshots
 	// split CommandLatencies (sorted) by whether a snapshot was being
-	// taken between the click and the answer; set with
+	// taken at the click (not at any time until the answer, which would
+	// count slow commands as during more often than quick ones); set with
 	// SimConfig.Snapshots.
 	CommandLatenciesDuringSnapshots  []time.Duration
 	CommandLatenciesOutsideSnapshots []time.Duration
@@ -150,7 +151,7 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 	}
 	if cfg.Snapshots != nil {
 		for i, d := range res.CommandLatencies {
-			if cfg.Snapshots.Overlaps(clicks[i], clicks[i].Add(d)) {
+			if cfg.Snapshots.During(clicks[i]) {
 				res.CommandLatenciesDuringSnapshots = append(res.CommandLatenciesDuringSnapshots, d)
 			} else {
 				res.CommandLatenciesOutsideSnapshots = append(res.CommandLatenciesOutsideSnapshots, d)

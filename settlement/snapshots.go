@@ -301,13 +301,12 @@ func (s *SnapshotSpans) Count() int {
 	return len(s.spans)
 }
 
-// Overlaps reports whether a snapshot was being taken at some time
-// between from and to.
-func (s *SnapshotSpans) Overlaps(from, to time.Time) bool {
+// During reports whether a snapshot was being taken at t.
+func (s *SnapshotSpans) During(t time.Time) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, sp := range s.spans {
-		if sp[0].Before(to) && from.Before(sp[1]) {
+		if !t.Before(sp[0]) && t.Before(sp[1]) {
 			return true
 		}
 	}

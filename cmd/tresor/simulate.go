@@ -120,7 +120,8 @@ type simulateReport struct {
 	CommandP99Ms float64 `json:"command_latency_p99_ms"` // float-ok: a duration
 	// With snapshots, SnapshotsTaken counts the writer's snapshots
 	// during the run, and the commands' latencies are also given split by
-	// whether one was being taken (encoded or stored) while they waited.
+	// whether one was being taken (encoded or stored) when they were
+	// clicked.
 	SnapshotsTaken          int         `json:"snapshots_taken"`
 	CommandsDuringSnapshots int         `json:"commands_during_snapshots"`
 	CommandDuringP50Ms      float64     `json:"command_latency_p50_ms_during_snapshots"`  // float-ok: a duration
@@ -309,7 +310,7 @@ func (r *simulateReport) print(w io.Writer) error {
 	fmt.Fprintf(tw, "play latency\tp50 %.2f ms, p99 %.2f ms (stake to settlement, 5 durable commands)\n", r.LatencyP50Ms, r.LatencyP99Ms)
 	fmt.Fprintf(tw, "command latency\tp50 %.2f ms, p99 %.2f ms\n", r.CommandP50Ms, r.CommandP99Ms)
 	if r.SnapshotsTaken > 0 {
-		fmt.Fprintf(tw, "  while a snapshot was taken\tp50 %.2f ms, p99 %.2f ms (%d commands, %d snapshots)\n",
+		fmt.Fprintf(tw, "  clicked while a snapshot was taken\tp50 %.2f ms, p99 %.2f ms (%d commands, %d snapshots)\n",
 			r.CommandDuringP50Ms, r.CommandDuringP99Ms, r.CommandsDuringSnapshots, r.SnapshotsTaken)
 		fmt.Fprintf(tw, "  otherwise\tp50 %.2f ms, p99 %.2f ms\n", r.CommandOutsideP50Ms, r.CommandOutsideP99Ms)
 	}
