@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
+	"runtime"
 	"time"
 )
 
@@ -300,6 +301,14 @@ func (l *Ledger) eachKey(f func(idemKey, *KeyRecord)) {
 	}
 }
 
+// keysBetweenYields is how many keys packKeys writes (a few tenths of a
+// millisecond) before it lets the goroutines waiting for its processor
+// run: a snapshot is encoded beside the writer, on 2 cores, and the
+// scheduler would otherwise preempt it only after 10 ms, a delay a
+// command may meet at each of the goroutines it goes through
+// (docs/performance.md, "Latency while a snapshot is taken").
+const keysBetweenYields = 2048
+
 // packKeys writes the keys still remembered, in the order they expire:
 // the strings they share (requests, emissions, blocks, bans), the time
 // the keys' times are written from, their count, then for each its
@@ -310,7 +319,10 @@ func (l *Ledger) eachKey(f func(idemKey, *KeyRecord)) {
 // their index; client keys, unique, as they are.
 func packKeys(l *Ledger) ([]byte, error) {
 	strs := map[string]uint64{}
-	var table, body []byte
+	var table []byte
+	// About 30 bytes a key (docs/snapshots.md): one allocation, not a
+	// doubling and a copy every few thousand keys.
+	body := make([]byte, 0, 32*(l.packed.live+len(l.keyQueue)))
 	str := func(s string) uint64 {
 		i, ok := strs[s]
 		if !ok {
@@ -333,6 +345,9 @@ func packKeys(l *Ledger) ([]byte, error) {
 			base, first = r.At.UnixNano(), false
 		}
 		n++
+		if n%keysBetweenYields == 0 {
+			runtime.Gosched()
+		}
 		player, ok := uint64(0), k.player == ""
 		if !ok {
 			var i uint32
@@ -352,7 +367,9 @@ func packKeys(l *Ledger) ([]byte, error) {
 		plain(k.key)
 		u(str(r.Request))
 		body = binary.AppendVarint(body, r.At.UnixNano()-base)
-		if block, unit, ok := ParsePlayID(r.Play); ok && PlayID(block, unit) == r.Play {
+		// An id ParsePlayID reads (six digits after the last -U) is the
+		// one PlayID writes of its block and unit.
+		if block, unit, ok := ParsePlayID(r.Play); ok {
 			u(str(block) + 1)
 			u(uint64(unit))
 		} else {
@@ -368,7 +385,8 @@ func packKeys(l *Ledger) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := binary.AppendUvarint(nil, uint64(len(strs)))
+	out := make([]byte, 0, 3*binary.MaxVarintLen64+len(table)+len(body))
+	out = binary.AppendUvarint(out, uint64(len(strs)))
 	out = append(out, table...)
 	out = binary.AppendVarint(out, base)
 	out = binary.AppendUvarint(out, uint64(n))

@@ -206,8 +206,7 @@ func EncodeLedger(l *Ledger) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	b = append(b, '\n')
-	return append(b, keys...), nil
+	return slices.Concat(b, []byte{'\n'}, keys), nil
 }
 
 func encodeAccount(a *Account) accountJSON {
