@@ -52,13 +52,11 @@ type SimResult struct {
 	// CommandLatencies holds every command's time from the player's click
 	// (« Jouer » or « Lancer ») to its durable answer, sorted.
 	CommandLatencies []time.Duration
-	// CommandLatenciesDuringSnapshots and CommandLatenciesOutsideSnapshots
-	// split CommandLatencies (sorted) by whether a snapshot was being
-	// taken at the click (not at any time until the answer, which would
-	// count slow commands as during more often than quick ones); set with
-	// SimConfig.Snapshots.
-	CommandLatenciesDuringSnapshots  []time.Duration
-	CommandLatenciesOutsideSnapshots []time.Duration
+	// CommandLatenciesBySnapshot splits CommandLatencies (each sorted) by
+	// what the writer's snapshotter was doing at the click (not at any
+	// time until the answer, which would count slow commands as during a
+	// snapshot more often than quick ones); set with SimConfig.Snapshots.
+	CommandLatenciesBySnapshot map[SnapshotPhase][]time.Duration
 }
 
 // Percentile returns the latency below which p percent of sorted durations
@@ -150,15 +148,14 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 		return nil, err
 	}
 	if cfg.Snapshots != nil {
+		res.CommandLatenciesBySnapshot = map[SnapshotPhase][]time.Duration{}
 		for i, d := range res.CommandLatencies {
-			if cfg.Snapshots.During(clicks[i]) {
-				res.CommandLatenciesDuringSnapshots = append(res.CommandLatenciesDuringSnapshots, d)
-			} else {
-				res.CommandLatenciesOutsideSnapshots = append(res.CommandLatenciesOutsideSnapshots, d)
-			}
+			p := cfg.Snapshots.At(clicks[i])
+			res.CommandLatenciesBySnapshot[p] = append(res.CommandLatenciesBySnapshot[p], d)
 		}
-		slices.Sort(res.CommandLatenciesDuringSnapshots)
-		slices.Sort(res.CommandLatenciesOutsideSnapshots)
+		for _, l := range res.CommandLatenciesBySnapshot {
+			slices.Sort(l)
+		}
 	}
 	slices.Sort(res.Latencies)
 	slices.Sort(res.CommandLatencies)

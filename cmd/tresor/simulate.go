@@ -119,13 +119,17 @@ type simulateReport struct {
 	CommandP50Ms float64 `json:"command_latency_p50_ms"` // float-ok: a duration
 	CommandP99Ms float64 `json:"command_latency_p99_ms"` // float-ok: a duration
 	// With snapshots, SnapshotsTaken counts the writer's snapshots
-	// during the run, and the commands' latencies are also given split by
-	// whether one was being taken (encoded or stored) when they were
-	// clicked.
+	// during the run, and the commands' latencies are also given by what
+	// its snapshotter was doing when they were clicked: taking one
+	// (encoding or storing it), encoding, storing, or nothing.
 	SnapshotsTaken          int         `json:"snapshots_taken"`
 	CommandsDuringSnapshots int         `json:"commands_during_snapshots"`
 	CommandDuringP50Ms      float64     `json:"command_latency_p50_ms_during_snapshots"`  // float-ok: a duration
 	CommandDuringP99Ms      float64     `json:"command_latency_p99_ms_during_snapshots"`  // float-ok: a duration
+	CommandEncodingP50Ms    float64     `json:"command_latency_p50_ms_while_encoding"`    // float-ok: a duration
+	CommandEncodingP99Ms    float64     `json:"command_latency_p99_ms_while_encoding"`    // float-ok: a duration
+	CommandStoringP50Ms     float64     `json:"command_latency_p50_ms_while_storing"`     // float-ok: a duration
+	CommandStoringP99Ms     float64     `json:"command_latency_p99_ms_while_storing"`     // float-ok: a duration
 	CommandOutsideP50Ms     float64     `json:"command_latency_p50_ms_outside_snapshots"` // float-ok: a duration
 	CommandOutsideP99Ms     float64     `json:"command_latency_p99_ms_outside_snapshots"` // float-ok: a duration
 	BooksBalanced           bool        `json:"books_balanced"`
@@ -199,11 +203,14 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		Batches:        plays.stats.Batches,
 	}
 	if st.snapshotSpans != nil {
-		rep.SnapshotsTaken, rep.CommandsDuringSnapshots = st.snapshotSpans.Count(), len(res.CommandLatenciesDuringSnapshots)
-		rep.CommandDuringP50Ms = ms(settlement.Percentile(res.CommandLatenciesDuringSnapshots, 50))
-		rep.CommandDuringP99Ms = ms(settlement.Percentile(res.CommandLatenciesDuringSnapshots, 99))
-		rep.CommandOutsideP50Ms = ms(settlement.Percentile(res.CommandLatenciesOutsideSnapshots, 50))
-		rep.CommandOutsideP99Ms = ms(settlement.Percentile(res.CommandLatenciesOutsideSnapshots, 99))
+		by := res.CommandLatenciesBySnapshot
+		during := slices.Concat(by[settlement.SnapshotEncoding], by[settlement.SnapshotStoring])
+		slices.Sort(during)
+		rep.SnapshotsTaken, rep.CommandsDuringSnapshots = st.snapshotSpans.Count(), len(during)
+		rep.CommandDuringP50Ms, rep.CommandDuringP99Ms = percentilesMs(during)
+		rep.CommandEncodingP50Ms, rep.CommandEncodingP99Ms = percentilesMs(by[settlement.SnapshotEncoding])
+		rep.CommandStoringP50Ms, rep.CommandStoringP99Ms = percentilesMs(by[settlement.SnapshotStoring])
+		rep.CommandOutsideP50Ms, rep.CommandOutsideP99Ms = percentilesMs(by[settlement.NoSnapshot])
 	}
 	if plays.stats.Batches > 0 {
 		rep.EventsPerBatch = float64(plays.stats.Events) / float64(plays.stats.Batches)
@@ -296,6 +303,11 @@ func writeHeapProfile(path string) error {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// percentilesMs returns the p50 and p99 of sorted latencies, in ms.
+func percentilesMs(sorted []time.Duration) (float64, float64) {
+	return ms(settlement.Percentile(sorted, 50)), ms(settlement.Percentile(sorted, 99))
+}
+
 func (r *simulateReport) print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "plays\t%d (%d players, %s each)\n", r.Plays, r.Players, r.Price)
@@ -312,6 +324,8 @@ func (r *simulateReport) print(w io.Writer) error {
 	if r.SnapshotsTaken > 0 {
 		fmt.Fprintf(tw, "  clicked while a snapshot was taken\tp50 %.2f ms, p99 %.2f ms (%d commands, %d snapshots)\n",
 			r.CommandDuringP50Ms, r.CommandDuringP99Ms, r.CommandsDuringSnapshots, r.SnapshotsTaken)
+		fmt.Fprintf(tw, "    encoding it\tp50 %.2f ms, p99 %.2f ms\n", r.CommandEncodingP50Ms, r.CommandEncodingP99Ms)
+		fmt.Fprintf(tw, "    storing it\tp50 %.2f ms, p99 %.2f ms\n", r.CommandStoringP50Ms, r.CommandStoringP99Ms)
 		fmt.Fprintf(tw, "  otherwise\tp50 %.2f ms, p99 %.2f ms\n", r.CommandOutsideP50Ms, r.CommandOutsideP99Ms)
 	}
 	fmt.Fprintf(tw, "batches\t%d (%.1f events each, %.2f ms to commit on average)\n", r.Batches, r.EventsPerBatch, r.CommitMsAvg)
