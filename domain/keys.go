@@ -71,14 +71,10 @@ func (r *keyReader) u() uint64 {
 	return v
 }
 
+// i reads what binary.AppendVarint wrote: a zigzag unsigned varint.
 func (r *keyReader) i() int64 {
-	v, n := binary.Varint(r.b[r.off:])
-	if n <= 0 {
-		r.fail()
-		return 0
-	}
-	r.off += n
-	return v
+	v := r.u()
+	return int64(v>>1) ^ -int64(v&1)
 }
 
 func (r *keyReader) bytes() []byte {
