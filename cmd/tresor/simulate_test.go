@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -44,5 +45,32 @@ func TestSimulateReportsBatchesAndProfilesThePlays(t *testing.T) {
 		if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) { // pprof's gzipped protobuf
 			t.Fatalf("%s: %d bytes, not a profile", p, len(b))
 		}
+	}
+}
+
+// TestSimulateSplitsTheLatencyBySnapshot takes a writer snapshot every 100
+// events during an open-loop run and checks that the report classes some
+// commands, not all, as clicked while one was taken, with their figures.
+func TestSimulateSplitsTheLatencyBySnapshot(t *testing.T) {
+	const plays = 300
+	stdout, stderr, code := run(t, "simulate", "--data", filepath.Join(t.TempDir(), "data"), "--price", "1", "--plays", strconv.Itoa(plays),
+		"--players", "10", "--rate", "200", "--snapshot-every", "100", "--quiet", "--json")
+	if code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, stderr)
+	}
+	var r struct {
+		Snapshots  int     `json:"snapshots_taken"`
+		During     int     `json:"commands_during_snapshots"`
+		DuringP99  float64 `json:"command_latency_p99_ms_during_snapshots"`
+		OutsideP99 float64 `json:"command_latency_p99_ms_outside_snapshots"`
+		EncodeP50  float64 `json:"command_latency_p50_ms_while_encoding"`
+		StoreP50   float64 `json:"command_latency_p50_ms_while_storing"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
+		t.Fatalf("report %q: %v", stdout, err)
+	}
+	if r.Snapshots < 2 || r.During < 1 || r.During >= 5*plays || r.DuringP99 <= 0 || r.OutsideP99 <= 0 ||
+		r.EncodeP50+r.StoreP50 <= 0 {
+		t.Fatalf("report: %+v", r)
 	}
 }
