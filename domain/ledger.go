@@ -44,10 +44,14 @@ type Ledger struct {
 	emissionOrder []string
 	// openBlock is the block on sale for each price.
 	openBlock map[Amount]string
-	keys      map[idemKey]*KeyRecord
-	keyQueue  []idemKey // keys in the order they were recorded, to expire them
-	decks     map[[32]byte]*Deck
-	prepared  map[string]*PreparedBlock // emission → its next block, ready to open
+	// packed are the keys of the snapshot the ledger started from, keys
+	// those recorded since, and keyQueue those in the order they were
+	// recorded, to expire them (keys.go).
+	packed   packedKeys
+	keys     map[idemKey]*KeyRecord
+	keyQueue []idemKey
+	decks    map[[32]byte]*Deck
+	prepared map[string]*PreparedBlock // emission → its next block, ready to open
 	// players interns player ids so that each block can remember the owner
 	// of every sold unit in 4 bytes (1.8 MB for a block of 450 000 units).
 	players   []string
@@ -340,40 +344,6 @@ func (l *Ledger) window() time.Duration {
 		return l.IdempotencyWindow
 	}
 	return IdempotencyWindowDefault
-}
-
-// Key returns what the ledger remembers of a client key of a player and a
-// kind of command, or nil.
-func (l *Ledger) Key(player string, kind KeyKind, key string) *KeyRecord {
-	return l.keys[idemKey{player, kind, key}]
-}
-
-// remember records a client key; keys older than the window are forgotten
-// in the order they came.
-func (l *Ledger) remember(player string, kind KeyKind, key string, r *KeyRecord) {
-	if key == "" {
-		return
-	}
-	k := idemKey{player, kind, key}
-	l.keys[k] = r
-	l.keyQueue = append(l.keyQueue, k)
-}
-
-// expireKeys forgets keys recorded more than the window before t.
-func (l *Ledger) expireKeys(t time.Time) {
-	cut := t.Add(-l.window())
-	i := 0
-	for i < len(l.keyQueue) {
-		r := l.keys[l.keyQueue[i]]
-		if r != nil && r.At.After(cut) {
-			break
-		}
-		delete(l.keys, l.keyQueue[i])
-		i++
-	}
-	if i > 0 {
-		l.keyQueue = append(l.keyQueue[:0], l.keyQueue[i:]...)
-	}
 }
 
 // Evolve applies one recorded event, stamped with the time it was recorded.

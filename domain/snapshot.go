@@ -18,9 +18,11 @@ import (
 // written takes a new version: DecodeLedger refuses every other, and the
 // writer then replays the stream, as it would without a snapshot.
 //
-// Version 2 packs the idempotency keys in binary (Keys): one per stake in
-// the last 48 hours, they were most of version 1's bytes.
-const LedgerFormatVersion = 2
+// Version 2 packed the idempotency keys in binary (Keys): one per stake in
+// the last 48 hours, they were most of version 1's bytes. Version 3 writes
+// them after the JSON, raw, indexable in place (packKeys), so that a
+// decode allocates nothing per key.
+const LedgerFormatVersion = 3
 
 // ErrSnapshotFormat is returned by DecodeLedger for an encoding it cannot
 // trust: another format version, another rule set, or bytes that do not
@@ -56,9 +58,6 @@ type ledgerJSON struct {
 	Blocks            []blockJSON     `json:"blocks"`
 	OpenBlocks        []openBlockJSON `json:"open_blocks"`
 	Plays             []playJSON      `json:"plays"`
-	// Keys are the keys still remembered, in the order they expire,
-	// packed (packKeys).
-	Keys []byte `json:"keys"`
 }
 
 type accountJSON struct {
@@ -170,7 +169,8 @@ func fromUnixNano(n int64) time.Time {
 }
 
 // EncodeLedger writes the ledger's whole decision state, deterministically:
-// the same ledger always gives the same bytes.
+// the same ledger always gives the same bytes. They are a JSON object, a
+// newline, then the keys still remembered, packed (packKeys).
 func EncodeLedger(l *Ledger) ([]byte, error) {
 	s := ledgerJSON{Format: LedgerFormatVersion, RuleSet: RuleSetID(l.Rules), Settings: l.Settings,
 		IdempotencyWindow: l.IdempotencyWindow, Now: unixNano(l.Now), Players: l.players}
@@ -198,8 +198,15 @@ func EncodeLedger(l *Ledger) ([]byte, error) {
 		s.Plays = append(s.Plays, playJSON{ID: p.ID, Player: p.Player, Block: p.Block, Unit: p.Unit, Tier: p.Tier,
 			Stake: p.Stake, Salt: p.Salt[:], Throws: p.Throws, LastActivity: unixNano(p.LastActivity)})
 	}
-	s.Keys = packKeys(l)
-	return json.Marshal(s)
+	keys, err := packKeys(l)
+	if err != nil {
+		return nil, err
+	}
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(b, []byte{'\n'}, keys), nil
 }
 
 func encodeAccount(a *Account) accountJSON {
@@ -230,7 +237,8 @@ func encodeAccount(a *Account) accountJSON {
 // DecodeLedger reads what EncodeLedger wrote under the given rules. It
 // returns an error wrapping ErrSnapshotFormat for another format version,
 // another rule set or bytes that do not decode or contradict themselves.
-// The ledger has no decks: the writer attaches them.
+// The ledger has no decks: the writer attaches them. It keeps b, where
+// its keys are read in place: b must not change afterwards.
 func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
 	// The version is read first, from the first field, so that another
 	// version is named as such rather than as a field that does not decode.
@@ -247,8 +255,9 @@ func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
 	if err := dec.Decode(&s); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrSnapshotFormat, err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: data after the ledger", ErrSnapshotFormat)
+	end := int(dec.InputOffset())
+	if end >= len(b) || b[end] != '\n' {
+		return nil, fmt.Errorf("%w: no newline after the ledger's JSON", ErrSnapshotFormat)
 	}
 	if s.Format != LedgerFormatVersion {
 		return nil, fmt.Errorf("%w: format version %d, this build reads %d", ErrSnapshotFormat, s.Format, LedgerFormatVersion)
@@ -301,7 +310,7 @@ func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
 		}
 		l.Plays[p.ID] = play
 	}
-	if err := unpackKeys(l, s.Keys); err != nil {
+	if err := unpackKeys(l, b[end+1:]); err != nil {
 		return nil, err
 	}
 	return l, nil
@@ -322,162 +331,6 @@ func ledgerFormat(b []byte) (int, error) {
 		return 0, fmt.Errorf("%w: format version: %w", ErrSnapshotFormat, err)
 	}
 	return v, nil
-}
-
-// packKeys writes the keys still remembered, in the order they expire:
-// their count, then for each the player, kind, key, request, time (the
-// difference from the previous key's, zigzag), play, balance, emission,
-// opened block, throw and ban. Strings that repeat (players, kinds,
-// requests, emissions, blocks, bans) are written once, then as 1 + their
-// index; client keys and plays, unique, as they are.
-func packKeys(l *Ledger) []byte {
-	p := keyPacker{strs: map[string]uint64{}}
-	live := 0
-	for _, k := range l.keyQueue {
-		if l.keys[k] != nil {
-			live++
-		}
-	}
-	p.u(uint64(live))
-	for _, k := range l.keyQueue {
-		r := l.keys[k]
-		if r == nil {
-			continue
-		}
-		p.str(k.player)
-		p.str(string(k.kind))
-		p.plain(k.key)
-		p.str(r.Request)
-		at := unixNano(r.At)
-		d := at - p.at
-		p.u(uint64(d<<1 ^ d>>63))
-		p.at = at
-		p.plain(r.Play)
-		p.i(int64(r.Balance))
-		p.str(r.Emission)
-		p.str(r.OpenedBlock)
-		p.i(int64(r.Throw))
-		p.str(r.Ban)
-	}
-	return p.b
-}
-
-// keyPacker is packKeys' writer.
-type keyPacker struct {
-	b    []byte
-	strs map[string]uint64
-	at   int64
-}
-
-func (p *keyPacker) u(v uint64) { p.b = binary.AppendUvarint(p.b, v) }
-func (p *keyPacker) i(v int64)  { p.b = binary.AppendVarint(p.b, v) }
-
-func (p *keyPacker) plain(s string) {
-	p.u(uint64(len(s)))
-	p.b = append(p.b, s...)
-}
-
-func (p *keyPacker) str(s string) {
-	if i, ok := p.strs[s]; ok {
-		p.u(i + 1)
-		return
-	}
-	p.strs[s] = uint64(len(p.strs))
-	p.u(0)
-	p.plain(s)
-}
-
-// keyUnpacker reads what keyPacker wrote; its first error sticks.
-type keyUnpacker struct {
-	b    []byte
-	strs []string
-	at   int64
-	err  error
-}
-
-func (p *keyUnpacker) u() uint64 {
-	v, n := binary.Uvarint(p.b)
-	if n <= 0 {
-		p.fail()
-		return 0
-	}
-	p.b = p.b[n:]
-	return v
-}
-
-func (p *keyUnpacker) i() int64 {
-	v, n := binary.Varint(p.b)
-	if n <= 0 {
-		p.fail()
-		return 0
-	}
-	p.b = p.b[n:]
-	return v
-}
-
-func (p *keyUnpacker) fail() {
-	if p.err == nil {
-		p.err = fmt.Errorf("%w: keys: malformed", ErrSnapshotFormat)
-	}
-	p.b = nil
-}
-
-func (p *keyUnpacker) plain() string {
-	n := p.u()
-	if n > uint64(len(p.b)) {
-		p.fail()
-		return ""
-	}
-	s := string(p.b[:n])
-	p.b = p.b[n:]
-	return s
-}
-
-func (p *keyUnpacker) str() string {
-	i := p.u()
-	if i == 0 {
-		s := p.plain()
-		if p.err == nil {
-			p.strs = append(p.strs, s)
-		}
-		return s
-	}
-	if i > uint64(len(p.strs)) {
-		p.fail()
-		return ""
-	}
-	return p.strs[i-1]
-}
-
-// unpackKeys reads the keys packKeys wrote into l.
-func unpackKeys(l *Ledger, b []byte) error {
-	p := keyUnpacker{b: b}
-	n := p.u()
-	if n > uint64(len(b)) {
-		p.fail()
-	}
-	l.keyQueue = make([]idemKey, 0, n)
-	for range n {
-		if p.err != nil {
-			break
-		}
-		k := idemKey{player: p.str(), kind: KeyKind(p.str()), key: p.plain()}
-		r := &KeyRecord{Request: p.str()}
-		z := p.u()
-		p.at += int64(z>>1) ^ -int64(z&1)
-		r.At = fromUnixNano(p.at)
-		r.Play = p.plain()
-		r.Balance = Amount(p.i())
-		r.Emission, r.OpenedBlock = p.str(), p.str()
-		r.Throw = int(p.i())
-		r.Ban = p.str()
-		l.keys[k] = r
-		l.keyQueue = append(l.keyQueue, k)
-	}
-	if p.err == nil && len(p.b) > 0 {
-		p.err = fmt.Errorf("%w: keys: %d bytes after the last", ErrSnapshotFormat, len(p.b))
-	}
-	return p.err
 }
 
 func decodeAccount(a accountJSON) (*Account, error) {

@@ -2,10 +2,10 @@ package domain
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +15,46 @@ import (
 // decks and prepared blocks hold seeds (the writer rebuilds them from the
 // sealed seeds), a play's scenario and results are caches derived from its
 // salt. Every other field, exported or not, must survive a round trip.
-var notInSnapshot = map[string]bool{"decks": true, "prepared": true, "scenario": true, "results": true}
+var notInSnapshot = map[string]bool{"decks": true, "prepared": true, "scenario": true, "results": true,
+	// The keys are compared as the ledger remembers them (sameLedger),
+	// whether packed from a snapshot or recorded since.
+	"packed": true, "keys": true, "keyQueue": true}
+
+// rememberedKey is a key as Ledger.eachKey gives it.
+type rememberedKey struct {
+	id  idemKey
+	rec KeyRecord
+}
+
+// keysOf returns the keys a ledger remembers, in the order they expire.
+func keysOf(l *Ledger) []rememberedKey {
+	var out []rememberedKey
+	l.eachKey(func(k idemKey, r *KeyRecord) { out = append(out, rememberedKey{k, *r}) })
+	return out
+}
+
+// sameLedger compares two ledgers field by field (sameState), and the keys
+// they remember, in order, each answered by Key as it is listed.
+func sameLedger(a, b *Ledger) error {
+	if err := sameState(reflect.ValueOf(a).Elem(), reflect.ValueOf(b).Elem(), "Ledger"); err != nil {
+		return err
+	}
+	ka, kb := keysOf(a), keysOf(b)
+	if len(ka) != len(kb) {
+		return fmt.Errorf("keys: %d vs %d", len(ka), len(kb))
+	}
+	for i := range ka {
+		if !reflect.DeepEqual(ka[i], kb[i]) {
+			return fmt.Errorf("key %d: %+v vs %+v", i, ka[i], kb[i])
+		}
+		for _, l := range []*Ledger{a, b} {
+			if r := l.Key(ka[i].id.player, ka[i].id.kind, ka[i].id.key); r == nil || !reflect.DeepEqual(*r, ka[i].rec) {
+				return fmt.Errorf("key %d %+v: Key answers %+v", i, ka[i].id, r)
+			}
+		}
+	}
+	return nil
+}
 
 // sameState compares two values field by field, unexported fields too,
 // treating a nil and an empty slice or map alike (a decoded ledger cannot
@@ -125,9 +164,9 @@ func richWorld(t *testing.T) *world {
 	for _, b := range l.Blocks {
 		owners = owners || len(b.owners) > 0
 	}
-	if !pending || !owners || len(l.Plays) == 0 || len(l.keys) == 0 || len(l.Accounts["p1"].Bans) == 0 ||
+	if !pending || !owners || len(l.Plays) == 0 || len(keysOf(l)) == 0 || len(l.Accounts["p1"].Bans) == 0 ||
 		l.Accounts["p3"].ExcludedUntil.IsZero() || len(l.openBlock) == 0 {
-		t.Fatalf("the scenario is not rich enough: pending %v owners %v plays %d keys %d", pending, owners, len(l.Plays), len(l.keys))
+		t.Fatalf("the scenario is not rich enough: pending %v owners %v plays %d keys %d", pending, owners, len(l.Plays), len(keysOf(l)))
 	}
 	return w
 }
@@ -142,7 +181,7 @@ func TestLedgerSnapshotRoundTripsEveryField(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := sameState(reflect.ValueOf(w.l).Elem(), reflect.ValueOf(got).Elem(), "Ledger"); err != nil {
+	if err := sameLedger(w.l, got); err != nil {
 		t.Fatal(err)
 	}
 	// The encoding is deterministic: the decoded ledger encodes to the
@@ -210,7 +249,7 @@ func TestADecodedLedgerDecidesAsTheOriginal(t *testing.T) {
 		}
 		w.now = w.now.Add(time.Minute)
 	}
-	if err := sameState(reflect.ValueOf(w.l).Elem(), reflect.ValueOf(got).Elem(), "Ledger"); err != nil {
+	if err := sameLedger(w.l, got); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -231,10 +270,11 @@ func TestLedgerSnapshotsOfAnotherFormatOrRuleSetAreRefused(t *testing.T) {
 		reason string
 	}{
 		"another rule set": {other, b, "rule set"},
-		"format 1":         {w.l.Rules, bytes.Replace(b, []byte(`"format":2`), []byte(`"format":1`), 1), "format version 1, this build reads 2"},
-		"unknown version":  {w.l.Rules, bytes.Replace(b, []byte(`"format":2`), []byte(`"format":99`), 1), "format version 99"},
-		"truncated":        {w.l.Rules, b[:len(b)/2], "unexpected EOF"},
-		"an unknown field": {w.l.Rules, bytes.Replace(b, []byte(`"format":2`), []byte(`"format":2,"at":[]`), 1), "unknown field"},
+		"format 2":         {w.l.Rules, bytes.Replace(b, []byte(`"format":3`), []byte(`"format":2`), 1), "format version 2, this build reads 3"},
+		"unknown version":  {w.l.Rules, bytes.Replace(b, []byte(`"format":3`), []byte(`"format":99`), 1), "format version 99"},
+		"truncated":        {w.l.Rules, b[:bytes.IndexByte(b, '\n')/2], "unexpected EOF"},
+		"an unknown field": {w.l.Rules, bytes.Replace(b, []byte(`"format":3`), []byte(`"format":3,"at":[]`), 1), "unknown field"},
+		"no keys":          {w.l.Rules, b[:bytes.IndexByte(b, '\n')], "no newline after the ledger"},
 		"keys cut short":   {w.l.Rules, withKeys(t, b, func(k []byte) []byte { return k[:len(k)-1] }), "keys: malformed"},
 		"keys and more":    {w.l.Rules, withKeys(t, b, func(k []byte) []byte { return append(k, 0) }), "1 bytes after the last"},
 	} {
@@ -247,14 +287,87 @@ func TestLedgerSnapshotsOfAnotherFormatOrRuleSetAreRefused(t *testing.T) {
 // withKeys returns the encoded ledger b with its packed keys changed by f.
 func withKeys(t *testing.T, b []byte, f func([]byte) []byte) []byte {
 	t.Helper()
-	var s ledgerJSON
-	if err := json.Unmarshal(b, &s); err != nil || len(s.Keys) == 0 {
-		t.Fatalf("no keys to change (%v)", err)
+	i := bytes.IndexByte(b, '\n')
+	if i < 0 || i == len(b)-1 {
+		t.Fatal("no keys to change")
 	}
-	s.Keys = f(s.Keys)
-	out, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
+	return append(slices.Clone(b[:i+1]), f(slices.Clone(b[i+1:]))...)
+}
+
+// TestKeysAcrossASnapshotAreAnsweredAsByTheLedgerThatKeptThem follows a
+// ledger and ledgers decoded from its snapshots (one taken from another
+// decoded one, holding keys of both kinds) through three days of
+// deposits: retries of keys remembered across the snapshot, with the same
+// request and with another, keys expiring after it, one by one, and new
+// keys recorded after it. Every ledger decides every command alike,
+// remembers the same keys and encodes to the same bytes.
+func TestKeysAcrossASnapshotAreAnsweredAsByTheLedgerThatKeptThem(t *testing.T) {
+	w := newWorld(t)
+	w.given(ConfigureAccount{Player: "p1", DepositLimit: amt("100000"), StakeLimit: amt("100000")},
+		ConfigureAccount{Player: "p2", DepositLimit: amt("100000"), StakeLimit: amt("100000")},
+		CreateEmission{Price: 100, Blocks: 2, First: prepared(t, w.l.Rules, 100, 1), Key: "e1"})
+	for i := range 40 {
+		w.given(Deposit{Player: fmt.Sprint("p", 1+i%2), Amount: Amount(100 + i), Key: fmt.Sprint("a", i)})
+		w.now = w.now.Add(time.Hour)
 	}
-	return out
+	decoded := func(l *Ledger) *Ledger {
+		b, err := EncodeLedger(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := DecodeLedger(l.Rules, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	ledgers := []*Ledger{w.l, decoded(w.l)}
+	for step := range 150 {
+		i := step % 40
+		cmds := []Command{
+			Deposit{Player: fmt.Sprint("p", 1+i%2), Amount: Amount(100 + i), Key: fmt.Sprint("a", i)},
+			Deposit{Player: fmt.Sprint("p", 1+i%2), Amount: 1, Key: fmt.Sprint("a", i)},
+			Deposit{Player: fmt.Sprint("p", 2-i%2), Amount: Amount(100 + i), Key: fmt.Sprint("a", i)},
+			Deposit{Player: "p1", Amount: 7, Key: fmt.Sprint("b", step)},
+			Deposit{Player: "p1", Amount: 7, Key: fmt.Sprint("b", step/2)},
+			CreateEmission{Price: 100, Blocks: 2, First: prepared(t, w.l.Rules, 100, 2), Key: "e1"},
+		}
+		for _, c := range cmds {
+			want, werr := Decide(w.l, w.now, c)
+			for n, l := range ledgers[1:] {
+				have, herr := Decide(l, w.now, c)
+				if fmt.Sprint(herr) != fmt.Sprint(werr) || !reflect.DeepEqual(want, have) {
+					t.Fatalf("step %d, ledger %d, %+v: decided %v (%v) vs %v (%v)", step, n+1, c, types(have.Events), herr, types(want.Events), werr)
+				}
+			}
+			for _, e := range want.Events {
+				for _, l := range ledgers {
+					if err := l.Evolve(w.now, e); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		}
+		if step == 30 {
+			ledgers = append(ledgers, decoded(ledgers[1]))
+		}
+		if step%10 == 0 || step == 149 {
+			want, err := EncodeLedger(w.l)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for n, l := range ledgers[1:] {
+				if err := sameLedger(w.l, l); err != nil {
+					t.Fatalf("step %d, ledger %d: %v", step, n+1, err)
+				}
+				if have, err := EncodeLedger(l); err != nil || !bytes.Equal(have, want) {
+					t.Fatalf("step %d, ledger %d encodes to %d bytes, not %d (%v)", step, n+1, len(have), len(want), err)
+				}
+			}
+		}
+		w.now = w.now.Add(30 * time.Minute)
+	}
+	if n := len(keysOf(w.l)); n == 0 || n >= 150+40 {
+		t.Fatalf("%d keys remembered at the end: none expired, or all", n)
+	}
 }

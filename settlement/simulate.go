@@ -26,6 +26,10 @@ type SimConfig struct {
 	Rate int
 	// OnPlay, when set, is called after each settled play (progress bars).
 	OnPlay func()
+	// Snapshots, when set, are the writer's snapshot spans
+	// (Config.SnapshotSpans): the commands' latencies are then also split
+	// by whether a snapshot was being taken when they were clicked.
+	Snapshots *SnapshotSpans
 	// Measure, when set, is called as the plays start (the players are
 	// funded by then), and the function it returns once the last play has
 	// settled: a profile or a counter it starts covers the plays alone.
@@ -48,6 +52,11 @@ type SimResult struct {
 	// CommandLatencies holds every command's time from the player's click
 	// (« Jouer » or « Lancer ») to its durable answer, sorted.
 	CommandLatencies []time.Duration
+	// CommandLatenciesBySnapshot splits CommandLatencies (each sorted) by
+	// what the writer's snapshotter was doing at the click (not at any
+	// time until the answer, which would count slow commands as during a
+	// snapshot more often than quick ones); set with SimConfig.Snapshots.
+	CommandLatenciesBySnapshot map[SnapshotPhase][]time.Duration
 }
 
 // Percentile returns the latency below which p percent of sorted durations
@@ -81,11 +90,13 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 	}
 	res := &SimResult{Plays: cfg.Plays, Latencies: make([]time.Duration, cfg.Plays),
 		CommandLatencies: make([]time.Duration, cfg.Plays*(1+domain.ThrowCount))}
+	clicks := make([]time.Time, len(res.CommandLatencies))
 	var mu sync.Mutex
 	var firstErr error
 	// play makes play i as player, clicked « Jouer » at t0; false stops.
 	play := func(i int, player string, t0 time.Time) bool {
-		settled, n, err := playOnce(ctx, w, player, cfg.Price, fmt.Sprintf("sim-%d", i), t0, res.CommandLatencies[i*(1+domain.ThrowCount):])
+		settled, n, err := playOnce(ctx, w, player, cfg.Price, fmt.Sprintf("sim-%d", i), t0,
+			res.CommandLatencies[i*(1+domain.ThrowCount):], clicks[i*(1+domain.ThrowCount):])
 		res.Latencies[i] = time.Since(t0)
 		mu.Lock()
 		defer mu.Unlock()
@@ -135,6 +146,16 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if cfg.Snapshots != nil {
+		res.CommandLatenciesBySnapshot = map[SnapshotPhase][]time.Duration{}
+		for i, d := range res.CommandLatencies {
+			p := cfg.Snapshots.At(clicks[i])
+			res.CommandLatenciesBySnapshot[p] = append(res.CommandLatenciesBySnapshot[p], d)
+		}
+		for _, l := range res.CommandLatenciesBySnapshot {
+			slices.Sort(l)
+		}
 	}
 	slices.Sort(res.Latencies)
 	slices.Sort(res.CommandLatencies)
@@ -235,14 +256,14 @@ func fundPlayers(ctx context.Context, w *Writer, price domain.Amount, plays, n i
 
 // playOnce is one play as a player makes it: « Jouer », then four
 // « Lancer ». It returns the settlement and the number of events recorded,
-// and writes each command's latency into lat, the stake's from t0, when the
-// player clicked « Jouer ».
-func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount, key string, t0 time.Time, lat []time.Duration) (*domain.PlaySettled, int, error) {
+// and writes each command's latency into lat and its click into clicks,
+// the stake's from t0, when the player clicked « Jouer ».
+func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount, key string, t0 time.Time, lat []time.Duration, clicks []time.Time) (*domain.PlaySettled, int, error) {
 	res, err := w.Execute(ctx, domain.PlaceStake{Player: player, Stake: price, Key: key})
 	if err != nil {
 		return nil, 0, err
 	}
-	lat[0] = time.Since(t0)
+	lat[0], clicks[0] = time.Since(t0), t0
 	n := len(res.Events)
 	play := res.Events[0].(*domain.StakePlaced).Play
 	for k := range domain.ThrowCount {
@@ -251,7 +272,7 @@ func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount
 		if err != nil {
 			return nil, n, err
 		}
-		lat[1+k] = time.Since(t0)
+		lat[1+k], clicks[1+k] = time.Since(t0), t0
 		n += len(res.Events)
 	}
 	for _, e := range res.Events {

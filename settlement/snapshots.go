@@ -272,7 +272,63 @@ func (s *snapshotter) save() {
 		s.log.Error("snapshot not taken", "seq", s.f.Seq(), "err", err)
 		return
 	}
-	StoreSnapshot(s.store, s.log, s.f.Seq(), data, time.Since(start))
+	encoded := time.Now()
+	StoreSnapshot(s.store, s.log, s.f.Seq(), data, encoded.Sub(start))
+	s.cfg.SnapshotSpans.add(snapshotSpan{start, encoded, time.Now()})
+}
+
+// SnapshotPhase is what the writer's snapshotter was doing at a time.
+type SnapshotPhase int
+
+// The phases of a snapshot.
+const (
+	NoSnapshot       SnapshotPhase = iota
+	SnapshotEncoding               // the follower encodes its ledger (CPU)
+	SnapshotStoring                // the parts are written to the bucket (the stream's server and disk)
+)
+
+// snapshotSpan is when one snapshot's encoding began, ended, and when its
+// store ended.
+type snapshotSpan struct{ began, encoded, stored time.Time }
+
+// SnapshotSpans records when snapshots were taken, so that a measurement
+// can tell what a command met. It is safe for concurrent use.
+type SnapshotSpans struct {
+	mu    sync.Mutex
+	spans []snapshotSpan
+}
+
+// add records a snapshot; a nil s records nothing.
+func (s *SnapshotSpans) add(sp snapshotSpan) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.spans = append(s.spans, sp)
+}
+
+// Count returns the number of snapshots recorded.
+func (s *SnapshotSpans) Count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.spans)
+}
+
+// At returns what the snapshotter was doing at t.
+func (s *SnapshotSpans) At(t time.Time) SnapshotPhase {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range s.spans {
+		switch {
+		case t.Before(sp.began) || !t.Before(sp.stored):
+		case t.Before(sp.encoded):
+			return SnapshotEncoding
+		default:
+			return SnapshotStoring
+		}
+	}
+	return NoSnapshot
 }
 
 // SnapshotDue says whether a snapshot is due after since events applied

@@ -130,6 +130,8 @@ func afterSnapshot(t *testing.T, sw *snapshotWorld, n *node) ([]commandAnswer, [
 	do(domain.PlaceStake{Player: "raise", Stake: 100, Key: "r3"}) // the raise is in force
 	sw.at(snapT0.Add(7*24*time.Hour + time.Minute))
 	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l5"}) // the window has rolled
+	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l1"}) // a key forgotten: a new stake
+	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l5"}) // a retry of a key recorded since
 	for i := range 6 {                                          // the block sells out
 		do(domain.PlaceStake{Player: "p3", Stake: 100, Key: fmt.Sprint("p3-", i)})
 	}
@@ -206,8 +208,8 @@ func TestAWriterFromASnapshotDecidesAsOneThatReplayedEverything(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 4 || !bytes.Equal(stateA, stateB) {
-		t.Fatalf("%d refusals (want 4: conflict, two limits, no block); states of %d and %d bytes", refused, len(stateA), len(stateB))
+	if refused != 5 || !bytes.Equal(stateA, stateB) {
+		t.Fatalf("%d refusals (want 5: conflict, two limits, no block twice); states of %d and %d bytes", refused, len(stateA), len(stateB))
 	}
 	// and the full replay of the snapshot's stream agrees with both
 	if replayed, _ := streamState(t, a); !bytes.Equal(replayed, stateA) {

@@ -75,6 +75,9 @@ type Config struct {
 	Snapshots        SnapshotStore
 	SnapshotEvery    int
 	SnapshotInterval time.Duration
+	// SnapshotSpans, when set, records when each snapshot was taken, for
+	// a measurement of the latency while one is (tresor simulate).
+	SnapshotSpans *SnapshotSpans
 	// Clock tells the time (default time.Now).
 	Clock  func() time.Time
 	Logger *slog.Logger

@@ -116,16 +116,30 @@ type simulateReport struct {
 	LatencyP99Ms    float64        `json:"latency_p99_ms"`    // float-ok: a duration, not money
 	// CommandP50Ms and CommandP99Ms time one command (a stake or a throw)
 	// from the click to its durable answer; a play is five of them.
-	CommandP50Ms     float64     `json:"command_latency_p50_ms"` // float-ok: a duration
-	CommandP99Ms     float64     `json:"command_latency_p99_ms"` // float-ok: a duration
-	BooksBalanced    bool        `json:"books_balanced"`
-	BooksDetail      string      `json:"books_detail"`
-	Blocks           []blockLine `json:"blocks"`
-	Yardstick        *float64    `json:"yardstick_events_per_second,omitempty"` // float-ok: a rate
-	YardstickRatio   *float64    `json:"events_per_second_over_yardstick,omitempty"`
-	StreamLastSeq    uint64      `json:"stream_last_sequence"`
-	SyncEveryWrite   bool        `json:"sync_every_write"`
-	EventsPerPlayAvg float64     `json:"events_per_play"` // float-ok: a ratio
+	CommandP50Ms float64 `json:"command_latency_p50_ms"` // float-ok: a duration
+	CommandP99Ms float64 `json:"command_latency_p99_ms"` // float-ok: a duration
+	// With snapshots, SnapshotsTaken counts the writer's snapshots
+	// during the run, and the commands' latencies are also given by what
+	// its snapshotter was doing when they were clicked: taking one
+	// (encoding or storing it), encoding, storing, or nothing.
+	SnapshotsTaken          int         `json:"snapshots_taken"`
+	CommandsDuringSnapshots int         `json:"commands_during_snapshots"`
+	CommandDuringP50Ms      float64     `json:"command_latency_p50_ms_during_snapshots"`  // float-ok: a duration
+	CommandDuringP99Ms      float64     `json:"command_latency_p99_ms_during_snapshots"`  // float-ok: a duration
+	CommandEncodingP50Ms    float64     `json:"command_latency_p50_ms_while_encoding"`    // float-ok: a duration
+	CommandEncodingP99Ms    float64     `json:"command_latency_p99_ms_while_encoding"`    // float-ok: a duration
+	CommandStoringP50Ms     float64     `json:"command_latency_p50_ms_while_storing"`     // float-ok: a duration
+	CommandStoringP99Ms     float64     `json:"command_latency_p99_ms_while_storing"`     // float-ok: a duration
+	CommandOutsideP50Ms     float64     `json:"command_latency_p50_ms_outside_snapshots"` // float-ok: a duration
+	CommandOutsideP99Ms     float64     `json:"command_latency_p99_ms_outside_snapshots"` // float-ok: a duration
+	BooksBalanced           bool        `json:"books_balanced"`
+	BooksDetail             string      `json:"books_detail"`
+	Blocks                  []blockLine `json:"blocks"`
+	Yardstick               *float64    `json:"yardstick_events_per_second,omitempty"` // float-ok: a rate
+	YardstickRatio          *float64    `json:"events_per_second_over_yardstick,omitempty"`
+	StreamLastSeq           uint64      `json:"stream_last_sequence"`
+	SyncEveryWrite          bool        `json:"sync_every_write"`
+	EventsPerPlayAvg        float64     `json:"events_per_play"` // float-ok: a ratio
 	// Batches, EventsPerBatch and CommitMsAvg describe the committer's
 	// atomic batches during the plays (seals included); CPUMicrosPerEvent
 	// is the process's CPU time (user and system, the embedded server's
@@ -151,6 +165,9 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		return nil, err
 	}
 	defer st.Close()
+	if cfg.Snapshots {
+		st.snapshotSpans = &settlement.SnapshotSpans{}
+	}
 	w, err := st.openWriter(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -158,7 +175,7 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	defer w.Close()
 
 	var plays playsMeasure
-	sim := settlement.SimConfig{Price: price, Plays: o.plays, Players: o.players, Rate: o.rate,
+	sim := settlement.SimConfig{Price: price, Plays: o.plays, Players: o.players, Rate: o.rate, Snapshots: st.snapshotSpans,
 		Measure: func() func() { return plays.start(st.log, o) }}
 	if !o.quiet {
 		bar := progressbar.NewOptions(o.plays, progressbar.OptionSetWriter(progress), progressbar.OptionSetDescription("plays"),
@@ -184,6 +201,16 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		CommandP50Ms: ms(settlement.Percentile(res.CommandLatencies, 50)), CommandP99Ms: ms(settlement.Percentile(res.CommandLatencies, 99)),
 		SyncEveryWrite: cfg.SyncInterval == 0 && cfg.NATSURL == "",
 		Batches:        plays.stats.Batches,
+	}
+	if st.snapshotSpans != nil {
+		by := res.CommandLatenciesBySnapshot
+		during := slices.Concat(by[settlement.SnapshotEncoding], by[settlement.SnapshotStoring])
+		slices.Sort(during)
+		rep.SnapshotsTaken, rep.CommandsDuringSnapshots = st.snapshotSpans.Count(), len(during)
+		rep.CommandDuringP50Ms, rep.CommandDuringP99Ms = percentilesMs(during)
+		rep.CommandEncodingP50Ms, rep.CommandEncodingP99Ms = percentilesMs(by[settlement.SnapshotEncoding])
+		rep.CommandStoringP50Ms, rep.CommandStoringP99Ms = percentilesMs(by[settlement.SnapshotStoring])
+		rep.CommandOutsideP50Ms, rep.CommandOutsideP99Ms = percentilesMs(by[settlement.NoSnapshot])
 	}
 	if plays.stats.Batches > 0 {
 		rep.EventsPerBatch = float64(plays.stats.Events) / float64(plays.stats.Batches)
@@ -276,6 +303,11 @@ func writeHeapProfile(path string) error {
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
+// percentilesMs returns the p50 and p99 of sorted latencies, in ms.
+func percentilesMs(sorted []time.Duration) (float64, float64) {
+	return ms(settlement.Percentile(sorted, 50)), ms(settlement.Percentile(sorted, 99))
+}
+
 func (r *simulateReport) print(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "plays\t%d (%d players, %s each)\n", r.Plays, r.Players, r.Price)
@@ -289,6 +321,13 @@ func (r *simulateReport) print(w io.Writer) error {
 	fmt.Fprintf(tw, "events/s\t%.0f (%.2f events per play, every event durable: %t)\n", r.EventsPerSecond, r.EventsPerPlayAvg, r.SyncEveryWrite)
 	fmt.Fprintf(tw, "play latency\tp50 %.2f ms, p99 %.2f ms (stake to settlement, 5 durable commands)\n", r.LatencyP50Ms, r.LatencyP99Ms)
 	fmt.Fprintf(tw, "command latency\tp50 %.2f ms, p99 %.2f ms\n", r.CommandP50Ms, r.CommandP99Ms)
+	if r.SnapshotsTaken > 0 {
+		fmt.Fprintf(tw, "  clicked while a snapshot was taken\tp50 %.2f ms, p99 %.2f ms (%d commands, %d snapshots)\n",
+			r.CommandDuringP50Ms, r.CommandDuringP99Ms, r.CommandsDuringSnapshots, r.SnapshotsTaken)
+		fmt.Fprintf(tw, "    encoding it\tp50 %.2f ms, p99 %.2f ms\n", r.CommandEncodingP50Ms, r.CommandEncodingP99Ms)
+		fmt.Fprintf(tw, "    storing it\tp50 %.2f ms, p99 %.2f ms\n", r.CommandStoringP50Ms, r.CommandStoringP99Ms)
+		fmt.Fprintf(tw, "  otherwise\tp50 %.2f ms, p99 %.2f ms\n", r.CommandOutsideP50Ms, r.CommandOutsideP99Ms)
+	}
 	fmt.Fprintf(tw, "batches\t%d (%.1f events each, %.2f ms to commit on average)\n", r.Batches, r.EventsPerBatch, r.CommitMsAvg)
 	fmt.Fprintf(tw, "CPU\t%.1f µs per event (the whole process)\n", r.CPUMicrosPerEvent)
 	if r.Yardstick != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -13,11 +14,6 @@ import (
 func TestSimulateReportsBatchesAndProfilesThePlays(t *testing.T) {
 	dir := t.TempDir()
 	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
-	stdout, stderr, code := run(t, "simulate", "--data", filepath.Join(dir, "data"), "--price", "1", "--plays", "200", "--players", "10",
-		"--quiet", "--json", "--cpuprofile", cpu, "--memprofile", mem)
-	if code != 0 {
-		t.Fatalf("simulate: exit %d: %s", code, stderr)
-	}
 	var r struct {
 		Events         int     `json:"events"`
 		Batches        uint64  `json:"batches"`
@@ -25,9 +21,8 @@ func TestSimulateReportsBatchesAndProfilesThePlays(t *testing.T) {
 		CommitMsAvg    float64 `json:"commit_ms_avg"`
 		CPU            float64 `json:"cpu_us_per_event"`
 	}
-	if err := json.Unmarshal([]byte(stdout), &r); err != nil {
-		t.Fatalf("report %q: %v", stdout, err)
-	}
+	simulateJSON(t, &r, "--data", filepath.Join(dir, "data"), "--price", "1", "--plays", "200", "--players", "10",
+		"--cpuprofile", cpu, "--memprofile", mem)
 	// The batches hold every event of the plays, and at most the seals
 	// and the writer's own commands besides; at most one batch per
 	// command (a stake and four throws per play).
@@ -44,5 +39,39 @@ func TestSimulateReportsBatchesAndProfilesThePlays(t *testing.T) {
 		if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) { // pprof's gzipped protobuf
 			t.Fatalf("%s: %d bytes, not a profile", p, len(b))
 		}
+	}
+}
+
+// TestSimulateSplitsTheLatencyBySnapshot takes a writer snapshot every 100
+// events during an open-loop run and checks that the report classes some
+// commands, not all, as clicked while one was taken, with their figures.
+func TestSimulateSplitsTheLatencyBySnapshot(t *testing.T) {
+	const plays = 300
+	var r struct {
+		Snapshots  int     `json:"snapshots_taken"`
+		During     int     `json:"commands_during_snapshots"`
+		DuringP99  float64 `json:"command_latency_p99_ms_during_snapshots"`
+		OutsideP99 float64 `json:"command_latency_p99_ms_outside_snapshots"`
+		EncodeP50  float64 `json:"command_latency_p50_ms_while_encoding"`
+		StoreP50   float64 `json:"command_latency_p50_ms_while_storing"`
+	}
+	simulateJSON(t, &r, "--data", filepath.Join(t.TempDir(), "data"), "--price", "1", "--plays", strconv.Itoa(plays),
+		"--players", "10", "--rate", "200", "--snapshot-every", "100")
+	if r.Snapshots < 2 || r.During < 1 || r.During >= 5*plays || r.DuringP99 <= 0 || r.OutsideP99 <= 0 ||
+		r.EncodeP50+r.StoreP50 <= 0 {
+		t.Fatalf("report: %+v", r)
+	}
+}
+
+// simulateJSON runs simulate quietly with args and reads its JSON report
+// into report.
+func simulateJSON(t *testing.T, report any, args ...string) {
+	t.Helper()
+	stdout, stderr, code := run(t, append([]string{"simulate", "--quiet", "--json"}, args...)...)
+	if code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, stderr)
+	}
+	if err := json.Unmarshal([]byte(stdout), report); err != nil {
+		t.Fatalf("report %q: %v", stdout, err)
 	}
 }

@@ -27,6 +27,8 @@ type stream struct {
 	// sealer and snaps are opened once, by the first that needs them.
 	sealer *settlement.Sealer
 	snaps  *eventstore.Snapshots
+	// snapshotSpans, when set, records the writer's snapshots (simulate).
+	snapshotSpans *settlement.SnapshotSpans
 }
 
 // openStream starts the embedded nats-server on cfg.Data (or connects to
@@ -181,7 +183,7 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
 	wcfg := settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter, Settings: &settings.Settings,
-		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval}
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval, SnapshotSpans: s.snapshotSpans}
 	if snaps != nil {
 		wcfg.Snapshots = settlement.WriterSnapshots(snaps, rules)
 	}
