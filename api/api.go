@@ -7,6 +7,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,7 +45,8 @@ const (
 	bodyDepthMax = 16
 	// RequestTimeout bounds one request, the read-your-writes wait included.
 	RequestTimeout = 15 * time.Second
-	// RatePerSecond and RateBurst bound one token's requests.
+	// RatePerSecond and RateBurst bound one token's requests by default
+	// (Config.Rate).
 	RatePerSecond = 200
 	// RateBurst lets a client catch up after a pause.
 	RateBurst = 400
@@ -150,6 +152,10 @@ type Config struct {
 	// Pages serves the web pages (/, /play, /history, /console and their
 	// static files); nil serves none.
 	Pages http.Handler
+	// RatePerSecond and RateBurst bound one token's requests (every
+	// spelling of it: Claims.identity); zero takes the package's defaults.
+	RatePerSecond float64 // float-ok: a rate, not money
+	RateBurst     int
 }
 
 // Server is the API's http.Handler.
@@ -418,7 +424,7 @@ func (s *Server) limiter(identity string) *rate.Limiter {
 		s.limiters.Clear()
 		s.nLimit = 0
 	}
-	l, loaded := s.limiters.LoadOrStore(identity, rate.NewLimiter(RatePerSecond, RateBurst))
+	l, loaded := s.limiters.LoadOrStore(identity, rate.NewLimiter(rate.Limit(cmp.Or(s.cfg.RatePerSecond, RatePerSecond)), cmp.Or(s.cfg.RateBurst, RateBurst)))
 	if !loaded {
 		s.nLimit++
 	}

@@ -49,6 +49,9 @@ type Config struct {
 	// SignificantMaxAge is how long the significant-event log keeps an
 	// entry.
 	SignificantMaxAge time.Duration
+	// TokenRate and TokenBurst bound one token's requests (serve).
+	TokenRate  float64 // float-ok: a rate, not money
+	TokenBurst int
 	// SettingsFile is the jurisdiction's settings (limits, exclusions) the
 	// writer decides under; empty for the embedded default.
 	SettingsFile string
@@ -81,6 +84,7 @@ var env = map[string]string{
 	"snapshot-keep": "TRESOR_SNAPSHOT_KEEP",
 	"node-name":     "TRESOR_NODE_NAME", "lease-ttl": "TRESOR_LEASE_TTL",
 	"pipeline-depth": "TRESOR_PIPELINE_DEPTH",
+	"token-rate":     "TRESOR_TOKEN_RATE", "token-burst": "TRESOR_TOKEN_BURST",
 }
 
 // envOr returns the environment variable of a flag, or def. Only redaction
@@ -313,8 +317,12 @@ func (c *Config) sealKey() (ed25519.PrivateKey, error) {
 	return ed25519.NewKeyFromSeed(seed), nil
 }
 
-// validateNode checks serve's cluster flags and fills in the node's name.
+// validateNode checks serve's own flags (cluster, rate) and fills in the
+// node's name.
 func (c *Config) validateNode() error {
+	if !(c.TokenRate > 0) || c.TokenBurst < 1 {
+		return usagef("--token-rate %v --token-burst %d: want a rate above 0 and a burst of at least 1", c.TokenRate, c.TokenBurst)
+	}
 	if c.LeaseTTL < time.Second {
 		return usagef("--lease-ttl %s: at least 1s", c.LeaseTTL)
 	}

@@ -206,10 +206,12 @@ func alternativeSpellings(tb testing.TB, token string) []string {
 
 // TestRateLimitKeysOnTheTokensIdentity sends requests with the four
 // spellings of one token, which the server all accepts: they share one
-// budget, so that 4 × 399 requests, under the burst of 400 for each
-// spelling, are rate limited.
+// budget, so that 4 × 39 requests, under the burst of 40 for each
+// spelling, are rate limited. The rate is 1 a second so that a slow
+// machine cannot refill the budget as fast as the test spends it (at the
+// default 200 a second, it did once in CI).
 func TestRateLimitKeysOnTheTokensIdentity(t *testing.T) {
-	s := startServe(t, t.TempDir())
+	s := startServe(t, t.TempDir(), "--token-rate", "1", "--token-burst", "40")
 	spellings := alternativeSpellings(t, s.token("operator", ""))
 	for _, sp := range spellings {
 		s.must(200, call{"GET", "/v1/blocks?limit=1", sp, "", ""})
@@ -218,7 +220,7 @@ func TestRateLimitKeysOnTheTokensIdentity(t *testing.T) {
 	var wg sync.WaitGroup
 	for _, sp := range spellings {
 		wg.Go(func() {
-			for i := 1; i < 400 && !limited.Load(); i++ {
+			for i := 1; i < 40 && !limited.Load(); i++ {
 				got, m := s.do(call{"GET", "/v1/blocks?limit=1", sp, "", ""})
 				switch {
 				case got == 429 && m["code"] == "rate_limited":
@@ -232,7 +234,7 @@ func TestRateLimitKeysOnTheTokensIdentity(t *testing.T) {
 	}
 	wg.Wait()
 	if !limited.Load() {
-		t.Fatal("four spellings of one token sent 4 × 399 requests and were never rate limited: each has its own budget")
+		t.Fatal("four spellings of one token sent 4 × 39 requests and were never rate limited: each has its own budget")
 	}
 	s.stop()
 }

@@ -52,6 +52,9 @@ func init() {
 	bindTokenFlag(cmd, &cfg)
 	cmd.Flags().StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address the HTTP API and the pages listen on ($TRESOR_HTTP)")
 	withEnv(cmd.Flags(), "http")
+	cmd.Flags().Float64Var(&cfg.TokenRate, "token-rate", api.RatePerSecond, "requests per second one token may send on average; past it and its burst, 429 rate_limited ($TRESOR_TOKEN_RATE)")
+	cmd.Flags().IntVar(&cfg.TokenBurst, "token-burst", api.RateBurst, "requests one token may send at once after a pause ($TRESOR_TOKEN_BURST)")
+	withEnv(cmd.Flags(), "token-rate", "token-burst")
 	cmd.Flags().StringVar(&cfg.NodeName, "node-name", "", "name of this node among the writers of a NATS cluster (default <host name>/<pid>) ($TRESOR_NODE_NAME)")
 	cmd.Flags().DurationVar(&cfg.LeaseTTL, "lease-ttl", 2*time.Second, "how long the writer lease lives without renewal on a NATS cluster: bounds a takeover ($TRESOR_LEASE_TTL)")
 	withEnv(cmd.Flags(), "node-name", "lease-ttl")
@@ -128,7 +131,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	}()
 	srv := &http.Server{
 		Handler: api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log, Pages: pages,
-			Significant: significant, Rules: rules, Clustered: cfg.NATSURL != ""}),
+			Significant: significant, Rules: rules, Clustered: cfg.NATSURL != "", RatePerSecond: cfg.TokenRate, RateBurst: cfg.TokenBurst}),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      api.RequestTimeout + 5*time.Second,
