@@ -381,7 +381,8 @@ func BenchmarkSnapshotParts(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey})
+	// Unpaced: what the server and disk take.
+	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, PaceBytesPerSecond: -1})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -403,4 +404,34 @@ func BenchmarkSnapshotParts(b *testing.B) {
 	mb := float64(len(data)) / 1e6 * float64(b.N)
 	b.ReportMetric(mb/save.Seconds(), "MB/s-save")
 	b.ReportMetric(mb/load.Seconds(), "MB/s-load")
+}
+
+// TestASnapshotIsSentAtItsPace: a snapshot's bytes go no faster than
+// PaceBytesPerSecond (1 MiB at 4 MiB/s: at least the time of its bytes
+// after the first chunk, 128 KiB), across its parts, and it reads back
+// whole.
+func TestASnapshotIsSentAtItsPace(t *testing.T) {
+	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := context.Background()
+	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, PartBytes: 300 << 10, PaceBytesPerSecond: 4 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := snaps.Slot("projections", "c1", 1, "r")
+	data := pattern(1<<20, 7)
+	start := time.Now()
+	if err := slot.Save(ctx, seqs[0], data); err != nil {
+		t.Fatal(err)
+	}
+	if took, least := time.Since(start), time.Duration(len(data)-128<<10)*time.Second/(4<<20); took < least {
+		t.Errorf("1 MiB stored in %s at 4 MiB/s, want at least %s", took, least)
+	}
+	_, got, _, err := slot.Load(ctx)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("loaded %d bytes (%v), want the %d stored", len(got), err, len(data))
+	}
 }
