@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -91,6 +92,8 @@ type PartWriter struct {
 	name     string
 	buf      []byte
 	max      int
+	// next is when the pace lets the next bytes go (SnapshotConfig.PaceBytesPerSecond).
+	next time.Time
 }
 
 func (w *PartWriter) Write(p []byte) (int, error) {
@@ -116,13 +119,49 @@ func (w *PartWriter) flush() error {
 	}
 	i := len(w.manifest.Parts)
 	name := partName(w.name, w.manifest.ID, i)
-	if _, err := w.s.os.PutBytes(w.ctx, name, w.buf); err != nil {
+	if _, err := w.s.os.Put(w.ctx, jetstream.ObjectMeta{Name: name}, &pacedReader{w: w, data: w.buf}); err != nil {
 		return fmt.Errorf("put snapshot part %s: %w", name, err)
 	}
 	w.manifest.Parts = append(w.manifest.Parts, snapshotPart{Bytes: len(w.buf), MAC: w.s.partMAC(w.name, w.manifest.ID, i, w.buf)})
 	w.manifest.Bytes += len(w.buf)
 	w.buf = w.buf[:0]
 	return nil
+}
+
+// pacedReader hands a part to the Object Store, which publishes each read
+// (a chunk) at once without waiting for its acknowledgement: it holds a
+// read back until the pace lets its bytes go, so that the stream's
+// commits never queue behind more than a chunk of the snapshot's. The
+// pace is a ceiling, not a wait added: time the server already took to
+// take the bytes counts toward it.
+type pacedReader struct {
+	w    *PartWriter
+	data []byte
+}
+
+func (r *pacedReader) Read(p []byte) (int, error) {
+	if len(r.data) == 0 {
+		return 0, io.EOF
+	}
+	rate := r.w.s.cfg.PaceBytesPerSecond
+	if rate > 0 {
+		now := time.Now()
+		if wait := r.w.next.Sub(now); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-r.w.ctx.Done():
+				t.Stop()
+				return 0, r.w.ctx.Err()
+			}
+			now = r.w.next
+		}
+		n := min(len(p), len(r.data))
+		r.w.next = now.Add(time.Duration(n) * time.Second / time.Duration(rate))
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
 }
 
 // Cut ends a section: what is written next begins a new part and can be

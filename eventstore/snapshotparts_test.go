@@ -375,22 +375,14 @@ func putBytes(t *testing.T, os jetstream.ObjectStore, name string, b []byte) {
 // on an embedded server: what a start spends fetching it, beside its
 // decoding.
 func BenchmarkSnapshotParts(b *testing.B) {
-	store := openStore(b, runEmbedded(b, b.TempDir()), eventstore.Config{})
+	// Unpaced: what the server and disk take.
+	slot, seq := oneEventSlot(b, eventstore.SnapshotConfig{Key: snapKey, PaceBytesPerSecond: -1})
 	ctx := context.Background()
-	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey})
-	if err != nil {
-		b.Fatal(err)
-	}
-	slot := snaps.Slot("projections", "c1", 1, "r")
 	data := pattern(128<<20, 5)
 	var save, load time.Duration
 	for b.Loop() {
 		start := time.Now()
-		if err := slot.Save(ctx, seqs[0], data); err != nil {
+		if err := slot.Save(ctx, seq, data); err != nil {
 			b.Fatal(err)
 		}
 		save += time.Since(start)
@@ -403,4 +395,42 @@ func BenchmarkSnapshotParts(b *testing.B) {
 	mb := float64(len(data)) / 1e6 * float64(b.N)
 	b.ReportMetric(mb/save.Seconds(), "MB/s-save")
 	b.ReportMetric(mb/load.Seconds(), "MB/s-load")
+}
+
+// TestASnapshotIsSentAtItsPace: a snapshot's bytes go no faster than
+// PaceBytesPerSecond (1 MiB at 4 MiB/s: at least the time of its bytes
+// after the first chunk, 128 KiB), across its parts, and it reads back
+// whole.
+func TestASnapshotIsSentAtItsPace(t *testing.T) {
+	slot, seq := oneEventSlot(t, eventstore.SnapshotConfig{Key: snapKey, PartBytes: 300 << 10, PaceBytesPerSecond: 4 << 20})
+	ctx := context.Background()
+	data := pattern(1<<20, 7)
+	start := time.Now()
+	if err := slot.Save(ctx, seq, data); err != nil {
+		t.Fatal(err)
+	}
+	if took, least := time.Since(start), time.Duration(len(data)-128<<10)*time.Second/(4<<20); took < least {
+		t.Errorf("1 MiB stored in %s at 4 MiB/s, want at least %s", took, least)
+	}
+	_, got, _, err := slot.Load(ctx)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("loaded %d bytes (%v), want the %d stored", len(got), err, len(data))
+	}
+}
+
+// oneEventSlot opens a slot under cfg on an embedded server whose stream
+// holds one event of chain c1, and returns it with that event's sequence.
+func oneEventSlot(tb testing.TB, cfg eventstore.SnapshotConfig) (*eventstore.SnapshotSlot, uint64) {
+	tb.Helper()
+	store := openStore(tb, runEmbedded(tb, tb.TempDir()), eventstore.Config{})
+	ctx := context.Background()
+	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	snaps, err := store.OpenSnapshots(ctx, cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return snaps.Slot("projections", "c1", 1, "r"), seqs[0]
 }

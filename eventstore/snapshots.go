@@ -19,6 +19,11 @@ import (
 // the stream it summarises, never in a side file.
 const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 
+// SnapshotPaceDefault is the default SnapshotConfig.PaceBytesPerSecond:
+// the writer's snapshot of 20 MB (300 000 keys) is stored in about 0.6 s,
+// a read models' snapshot of 300 MB in about 10 s.
+const SnapshotPaceDefault = 32 << 20
+
 // SnapshotKeepDefault is how many snapshots of each kind and chain are kept.
 const SnapshotKeepDefault = 3
 
@@ -65,6 +70,13 @@ type SnapshotConfig struct {
 	// PartBytes bounds each part of a snapshot (default and at most
 	// SnapshotPartBytesMax).
 	PartBytes int
+	// PaceBytesPerSecond bounds the rate a snapshot's bytes are sent to
+	// the server (default SnapshotPaceDefault; negative: as fast as the
+	// server takes them). The bucket shares the stream's server, disk and
+	// connection: sent at once, a snapshot's megabytes queue in front of
+	// the writer's commits. A snapshot of B bytes then takes at least
+	// B / PaceBytesPerSecond to store.
+	PaceBytesPerSecond int
 }
 
 // Snapshots keeps authenticated snapshots in a JetStream Object Store.
@@ -96,6 +108,9 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 	}
 	if cfg.PartBytes <= 0 || cfg.PartBytes > SnapshotPartBytesMax {
 		cfg.PartBytes = SnapshotPartBytesMax
+	}
+	if cfg.PaceBytesPerSecond == 0 {
+		cfg.PaceBytesPerSecond = SnapshotPaceDefault
 	}
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
