@@ -56,12 +56,8 @@ func (f *Follower) Apply(seq uint64, at time.Time, e domain.Event) error {
 // Seq returns the sequence of the last event applied.
 func (f *Follower) Seq() uint64 { return f.seq }
 
-// Encode returns the ledger's snapshot as of Seq, encoded at the lowest
-// CPU priority (Quietly).
-func (f *Follower) Encode() (data []byte, err error) {
-	Quietly(func() { data, err = domain.EncodeLedger(f.ledger) })
-	return data, err
-}
+// Encode returns the ledger's snapshot as of Seq.
+func (f *Follower) Encode() ([]byte, error) { return domain.EncodeLedger(f.ledger) }
 
 // startingLedger returns the ledger the writer starts from and the
 // sequence it holds everything up to: a standby's (Config.Start), or the

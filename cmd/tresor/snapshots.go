@@ -109,8 +109,7 @@ func (p *projectionSnapshots) warm(ctx context.Context, ready func() bool) {
 // save freezes the store's rows (batches wait a few milliseconds per
 // 100 000 plays; first, the shards of the snapshot restored that are not
 // loaded yet), then encodes them outside the lock, streamed into the
-// snapshot's parts at nice 19 (settlement.Quietly); a failure is logged.
-// The writer does not wait.
+// snapshot's parts; a failure is logged. The writer does not wait.
 func (p *projectionSnapshots) save(ctx context.Context) {
 	start := time.Now()
 	frozen, err := p.store.Freeze(context.WithoutCancel(ctx))
@@ -124,12 +123,9 @@ func (p *projectionSnapshots) save(ctx context.Context) {
 		return
 	}
 	var n int64
-	// At the lowest CPU priority: the writer in this process goes first.
-	settlement.Quietly(func() {
-		err = p.slot.SaveParts(context.WithoutCancel(ctx), seq, func(w *eventstore.PartWriter) (err error) {
-			n, err = frozen.Encode(w)
-			return err
-		})
+	err = p.slot.SaveParts(context.WithoutCancel(ctx), seq, func(w *eventstore.PartWriter) (err error) {
+		n, err = frozen.Encode(w)
+		return err
 	})
 	if err != nil {
 		p.log.Warn("projections snapshot not taken", "seq", seq, "err", err)
