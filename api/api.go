@@ -154,7 +154,7 @@ type Config struct {
 	Pages http.Handler
 	// RatePerSecond and RateBurst bound one token's requests (every
 	// spelling of it: Claims.identity); zero takes the package's defaults.
-	RatePerSecond float64 // float-ok: a rate, not money
+	RatePerSecond int
 	RateBurst     int
 }
 

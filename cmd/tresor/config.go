@@ -50,7 +50,7 @@ type Config struct {
 	// entry.
 	SignificantMaxAge time.Duration
 	// TokenRate and TokenBurst bound one token's requests (serve).
-	TokenRate  float64 // float-ok: a rate, not money
+	TokenRate  int
 	TokenBurst int
 	// SettingsFile is the jurisdiction's settings (limits, exclusions) the
 	// writer decides under; empty for the embedded default.
@@ -320,8 +320,8 @@ func (c *Config) sealKey() (ed25519.PrivateKey, error) {
 // validateNode checks serve's own flags (cluster, rate) and fills in the
 // node's name.
 func (c *Config) validateNode() error {
-	if !(c.TokenRate > 0) || c.TokenBurst < 1 {
-		return usagef("--token-rate %v --token-burst %d: want a rate above 0 and a burst of at least 1", c.TokenRate, c.TokenBurst)
+	if c.TokenRate < 1 || c.TokenBurst < 1 {
+		return usagef("--token-rate %d --token-burst %d: want a rate of at least 1 and a burst of at least 1", c.TokenRate, c.TokenBurst)
 	}
 	if c.LeaseTTL < time.Second {
 		return usagef("--lease-ttl %s: at least 1s", c.LeaseTTL)

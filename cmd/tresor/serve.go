@@ -52,7 +52,7 @@ func init() {
 	bindTokenFlag(cmd, &cfg)
 	cmd.Flags().StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address the HTTP API and the pages listen on ($TRESOR_HTTP)")
 	withEnv(cmd.Flags(), "http")
-	cmd.Flags().Float64Var(&cfg.TokenRate, "token-rate", api.RatePerSecond, "requests per second one token may send on average; past it and its burst, 429 rate_limited ($TRESOR_TOKEN_RATE)")
+	cmd.Flags().IntVar(&cfg.TokenRate, "token-rate", api.RatePerSecond, "requests per second one token may send on average; past it and its burst, 429 rate_limited ($TRESOR_TOKEN_RATE)")
 	cmd.Flags().IntVar(&cfg.TokenBurst, "token-burst", api.RateBurst, "requests one token may send at once after a pause ($TRESOR_TOKEN_BURST)")
 	withEnv(cmd.Flags(), "token-rate", "token-burst")
 	cmd.Flags().StringVar(&cfg.NodeName, "node-name", "", "name of this node among the writers of a NATS cluster (default <host name>/<pid>) ($TRESOR_NODE_NAME)")
