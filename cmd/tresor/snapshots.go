@@ -27,6 +27,9 @@ type projectionSnapshots struct {
 	log      *slog.Logger
 	// saved is the checkpoint of the last snapshot taken or loaded.
 	saved uint64
+	// restored says the read models started from a snapshot, whose
+	// shards the warm-up loads.
+	restored bool
 }
 
 // newProjectionSnapshots returns the snapshots of store, nil when
@@ -58,7 +61,7 @@ func (p *projectionSnapshots) restore(ctx context.Context) {
 	}
 	switch {
 	case err == nil:
-		p.saved = seq
+		p.saved, p.restored = seq, true
 		// bytes counts the hot section only: the shards load when read.
 		p.log.Info("projections start from a snapshot", "seq", seq, "bytes", read, "after", time.Since(start).Round(time.Millisecond))
 	case errors.Is(err, eventstore.ErrNoSnapshot):
@@ -92,7 +95,9 @@ func (p *projectionSnapshots) run(ctx context.Context, applied func() uint64) {
 }
 
 // warm loads the shards of the snapshot restored once the service is
-// ready, so that their decoding does not compete with the start.
+// ready, so that their decoding does not compete with the start, and logs
+// when every shard is in memory: until then a read or a batch may wait for
+// its shard, and nothing else shows where the warm-up is.
 func (p *projectionSnapshots) warm(ctx context.Context, ready func() bool) {
 	t := time.NewTicker(readyPoll)
 	defer t.Stop()
@@ -103,7 +108,13 @@ func (p *projectionSnapshots) warm(ctx context.Context, ready func() bool) {
 		case <-t.C:
 		}
 	}
-	p.store.Warm()
+	if !p.restored {
+		return
+	}
+	start := time.Now()
+	if err := p.store.WarmUp(ctx); err == nil {
+		p.log.Info("projections snapshot shards loaded", "after", time.Since(start).Round(time.Millisecond))
+	}
 }
 
 // save freezes the store's rows (batches wait a few milliseconds per

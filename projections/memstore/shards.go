@@ -160,8 +160,14 @@ func (s *Store) Rebuilding() bool {
 // Warm loads in the background the shards nothing has asked for yet, so
 // that the store holds every row again (Freeze waits for it).
 func (s *Store) Warm() {
-	go func() { _ = s.ensure(context.Background(), allShards) }()
+	go func() { _ = s.WarmUp(context.Background()) }()
 }
+
+// WarmUp is Warm waited for: it returns once every shard is loaded (at
+// once for a store not restored from format 3), with the error of a shard
+// refused, or ctx's. It lets serve log when the read models are whole in
+// memory again: nothing else shows it.
+func (s *Store) WarmUp(ctx context.Context) error { return s.ensure(ctx, allShards) }
 
 // load reads and decodes shard k outside the lock, then merges it under
 // it. A shard that fails (missing, altered after the start, not decoding)
