@@ -18,6 +18,8 @@ type probe struct {
 	status     int
 	retryAfter string
 	body       map[string]any
+	// raw is the body as it came.
+	raw string
 }
 
 func (s *server) probe(path, token string) (probe, error) {
@@ -35,6 +37,7 @@ func (s *server) probe(path, token string) (probe, error) {
 	defer resp.Body.Close()
 	p := probe{status: resp.StatusCode, retryAfter: resp.Header.Get("Retry-After")}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	p.raw = string(b)
 	json.Unmarshal(b, &p.body)
 	return p, nil
 }
