@@ -76,6 +76,8 @@ func TestRacesWhileTheShardsLoad(t *testing.T) {
 	for _, path := range raceReads(readers) {
 		want[path] = raceBody(s.getText(path, reg))
 	}
+	writerHistory := "/v1/players/" + writer + "/plays?limit=50"
+	wantWriter := s.getText(writerHistory, reg)
 	r.setUp(s)
 	s.stop()
 
@@ -99,13 +101,20 @@ func TestRacesWhileTheShardsLoad(t *testing.T) {
 		wg.Go(func() { answers[i] = first.burst(raceCopies, w.call) })
 	}
 	for _, path := range raceReads(readers) {
-		wg.Go(func() { raceRead(t, first, reg, path, want[path]) })
+		wg.Go(func() { raceRead(t, first, reg, path, sameBody(want[path])) })
 	}
+	// The writer's history is read while its stake races: before it, or
+	// after it with its play, never without the plays of its shard.
+	var newPlays []string
+	wg.Go(func() { raceRead(t, first, reg, writerHistory, sameHistoryBut(wantWriter, &newPlays)) })
 	wg.Wait()
 	raced := time.Now()
 	for i, w := range writes {
 		if id := r.raceCheck(w, answers[i]); id != "" {
 			r.journal.abandon(id) // the system completes it
+			if len(newPlays) > 0 && newPlays[0] != id {
+				t.Errorf("the history read during the race showed play %s, the stake answered %s", newPlays[0], id)
+			}
 		}
 	}
 	secondExited := <-refused
@@ -119,8 +128,8 @@ func TestRacesWhileTheShardsLoad(t *testing.T) {
 	if !loaded.IsZero() {
 		ended = loaded.Sub(fired).Round(time.Millisecond).String() + " after firing"
 	}
-	t.Logf("fired %s after ready, answered in %s; second serve refused %s before firing; warm-up ended %s",
-		fired.Sub(raceReady(t, first)).Round(time.Millisecond), raced.Sub(fired).Round(time.Millisecond),
+	t.Logf("fired %s after ready, answered in %s; the writer's history read showed %d new play; second serve refused %s before firing; warm-up ended %s",
+		fired.Sub(raceReady(t, first)).Round(time.Millisecond), raced.Sub(fired).Round(time.Millisecond), len(newPlays),
 		fired.Sub(secondExited).Round(time.Millisecond), ended)
 	// The race was fired while the shards loaded, and the second serve
 	// was refused meanwhile: the warm-up had not ended (it ends with the
@@ -293,9 +302,9 @@ func raceBody(body string) string {
 	return statementPosition.ReplaceAllString(strings.TrimSpace(body), "}")
 }
 
-// raceRead reads path while the shards load: the answer of a full apply,
-// or 503 with Retry-After until it is.
-func raceRead(t *testing.T, s *server, token, path, want string) {
+// raceRead reads path while the shards load until match accepts the
+// answer: 503 with Retry-After is retried, anything else fails.
+func raceRead(t *testing.T, s *server, token, path string, match func(body string) error) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		p, err := s.probe(path, token)
@@ -304,8 +313,8 @@ func raceRead(t *testing.T, s *server, token, path, want string) {
 			t.Errorf("GET %s while the shards load: %v", path, err)
 			return
 		case p.status == http.StatusOK:
-			if got := raceBody(p.raw); got != want {
-				t.Errorf("GET %s while the shards load differs from a full apply:\n%.1500s\nfull apply:\n%.1500s", path, got, want)
+			if err := match(p.raw); err != nil {
+				t.Errorf("GET %s while the shards load: %v", path, err)
 			}
 			return
 		case p.status != http.StatusServiceUnavailable || p.retryAfter == "" || time.Now().After(deadline):
@@ -313,6 +322,50 @@ func raceRead(t *testing.T, s *server, token, path, want string) {
 			return
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sameBody accepts the answer of a full apply.
+func sameBody(want string) func(string) error {
+	return func(body string) error {
+		if got := raceBody(body); got != want {
+			return fmt.Errorf("differs from a full apply:\n%.1500s\nfull apply:\n%.1500s", got, want)
+		}
+		return nil
+	}
+}
+
+// sameHistoryBut accepts a history that is before's, or before's with
+// one more play (a write racing the read), which it stores in added.
+func sameHistoryBut(before string, added *[]string) func(string) error {
+	return func(body string) error {
+		var want, got map[string]any
+		if err := json.Unmarshal([]byte(before), &want); err != nil {
+			return err
+		}
+		if err := json.Unmarshal([]byte(body), &got); err != nil {
+			return err
+		}
+		known := map[any]bool{}
+		for _, p := range want["plays"].([]any) {
+			known[p.(map[string]any)["play_id"]] = true
+		}
+		var kept []any
+		*added = nil
+		for _, p := range got["plays"].([]any) {
+			if id := p.(map[string]any)["play_id"]; known[id] {
+				kept = append(kept, p)
+			} else {
+				*added = append(*added, fmt.Sprint(id))
+			}
+		}
+		got["plays"] = kept
+		w, _ := json.Marshal(want)
+		g, _ := json.Marshal(got)
+		if len(*added) > 1 || string(g) != string(w) {
+			return fmt.Errorf("neither the history before the race nor it with one play (%v):\n%.1500s\nbefore:\n%.1500s", *added, body, before)
+		}
+		return nil
 	}
 }
 
