@@ -158,7 +158,7 @@ func TestReadsAsShardsLoadAndBatchesApply(t *testing.T) {
 			errs <- err
 		}()
 	}
-	s.Warm()
+	go func() { _ = s.WarmUp(context.Background()) }()
 	projectionstest.Project(t, s, w.Events, 7)
 	cancel()
 	for range accounts {

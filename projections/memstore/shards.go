@@ -38,7 +38,7 @@ type Shards interface {
 
 // cold is what Restore left in the snapshot: the shards of settled plays,
 // journal lines and wins, loaded on the first read or batch that needs
-// one, or by Warm.
+// one, or by WarmUp.
 type cold struct {
 	src    Shards
 	failed func(error)
@@ -157,16 +157,11 @@ func (s *Store) Rebuilding() bool {
 	return s.checkpoint < s.rebuildTo
 }
 
-// Warm loads in the background the shards nothing has asked for yet, so
-// that the store holds every row again (Freeze waits for it).
-func (s *Store) Warm() {
-	go func() { _ = s.WarmUp(context.Background()) }()
-}
-
-// WarmUp is Warm waited for: it returns once every shard is loaded (at
-// once for a store not restored from format 3), with the error of a shard
-// refused, or ctx's. It lets serve log when the read models are whole in
-// memory again: nothing else shows it.
+// WarmUp loads the shards nothing has asked for yet, so that the store
+// holds every row again (Freeze waits for it). It returns once every shard
+// is loaded (at once for a store not restored from format 3), with the
+// error of a shard refused, or ctx's: serve logs when the read models are
+// whole in memory again, which nothing else shows.
 func (s *Store) WarmUp(ctx context.Context) error { return s.ensure(ctx, allShards) }
 
 // load reads and decodes shard k outside the lock, then merges it under

@@ -214,7 +214,7 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 // Restore loads the hot section Frozen.Encode wrote into an empty store,
 // which is then whole for every read but those of settled plays, journal
 // lines and wins: those wait for their shard, which shards opens, loaded
-// once by the first read or batch that needs it, or by Warm. The hot rows
+// once by the first read or batch that needs it, or by WarmUp. The hot rows
 // are decoded into a fresh store, swapped in whole once every byte has
 // read back, and a runner then resumes from its checkpoint. failed is told
 // of a shard that fails to load later (the store then drops its rows to
