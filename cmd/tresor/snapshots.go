@@ -120,8 +120,13 @@ func (p *projectionSnapshots) warm(ctx context.Context, ready func() bool) {
 // save freezes the store's rows (batches wait a few milliseconds per
 // 100 000 plays; first, the shards of the snapshot restored that are not
 // loaded yet), then encodes them outside the lock, streamed into the
-// snapshot's parts; a failure is logged. The writer does not wait.
+// snapshot's parts; a failure is logged. The writer does not wait. Nothing
+// new since the last snapshot taken or loaded is not worth a freeze, which
+// would first load every shard not loaded yet (a stop right after a start).
 func (p *projectionSnapshots) save(ctx context.Context) {
+	if at, _ := p.store.Checkpoint(ctx); at <= p.saved {
+		return
+	}
 	start := time.Now()
 	frozen, err := p.store.Freeze(context.WithoutCancel(ctx))
 	if err != nil {
