@@ -246,6 +246,7 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	// once the writer runs: as an append already durable.
 	tail := &appendDone{done: closedDone}
 	replayed := 0
+	replayStart := time.Now()
 	last, err := log.Replay(ctx, after, func(seq uint64, at time.Time, e domain.Event) error {
 		replayed++
 		switch {
@@ -261,7 +262,8 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rebuild ledger from the stream: %w", err)
 	}
-	cfg.Logger.Info("ledger rebuilt", "from_snapshot", after, "replayed", replayed, "seq", last)
+	cfg.Logger.Info("ledger rebuilt", "from_snapshot", after, "replayed", replayed, "seq", last,
+		"replay", time.Since(replayStart).Round(time.Millisecond))
 	w := &Writer{
 		cfg: cfg, log: log, ledger: l, seeds: map[[32]byte]domain.Seed{},
 		reqs: make(chan request, cfg.QueueMax), prepCh: make(chan prepared, 16),
