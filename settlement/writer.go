@@ -269,6 +269,7 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 		reqs: make(chan request, cfg.QueueMax), prepCh: make(chan prepared, 16),
 		preparing: map[string]bool{}, done: make(chan struct{}), exited: make(chan struct{}), lastSeq: last,
 	}
+	decksStart, decks := time.Now(), 0
 	for _, b := range l.Blocks {
 		if b.State == domain.BlockStateClosed {
 			continue
@@ -276,6 +277,12 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 		if err := w.reopenDeck(b); err != nil {
 			return nil, err
 		}
+		decks++
+	}
+	if decks > 0 {
+		// A start waits for it: a deck is rebuilt from its seed (about a
+		// second of CPU a full block), whatever the history's length.
+		cfg.Logger.Info("decks reopened", "blocks", decks, "after", time.Since(decksStart).Round(time.Millisecond))
 	}
 	if cfg.Snapshots != nil && cfg.Start == nil {
 		// Before the loop, which queues its appends after the tail. A
