@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -213,30 +214,58 @@ func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(
 // a store cut short left without a manifest. Parts at or after it may be
 // a store in progress.
 func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
-	infos, err := s.os.List(ctx)
-	if err != nil && !errors.Is(err, jetstream.ErrNoObjectsFound) {
-		return fmt.Errorf("list snapshots: %w", err)
+	all, err := s.objectNames(ctx)
+	if err != nil {
+		return err
 	}
-	names := manifestNames(infos, kind, chain)
-	drop := names[:max(len(names)-s.cfg.Keep, 0)]
-	for _, old := range drop {
-		if err := s.os.Delete(ctx, old); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-			return fmt.Errorf("prune snapshot %s: %w", old, err)
-		}
-	}
-	if len(names) == 0 {
-		return nil
-	}
-	oldest := names[len(drop)]
-	prefix := "part." + kind + "." + chain + "."
-	for _, in := range infos {
-		// A part's name begins with its manifest's, whose sequence is
-		// zero-padded: names compare as sequences.
-		if !in.Deleted && strings.HasPrefix(in.Name, prefix) && in.Name < "part."+oldest {
-			if err := s.os.Delete(ctx, in.Name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
-				return fmt.Errorf("prune snapshot part %s: %w", in.Name, err)
+	names := manifestNames(all, kind, chain)
+	// The newest Keep that hold an object are kept: a name among them
+	// may be one an older build or an operator deleted, its marker left.
+	kept, oldest := 0, ""
+	for i := len(names) - 1; i >= 0; i-- {
+		if kept < s.cfg.Keep {
+			_, err := s.os.GetInfo(ctx, names[i])
+			if err == nil {
+				kept, oldest = kept+1, names[i]
+				continue
+			}
+			if !errors.Is(err, jetstream.ErrObjectNotFound) {
+				return fmt.Errorf("prune snapshots: %w", err)
 			}
 		}
+		if err := s.remove(ctx, names[i]); err != nil {
+			return fmt.Errorf("prune snapshot %s: %w", names[i], err)
+		}
+	}
+	if oldest == "" {
+		return nil
+	}
+	prefix := "part." + kind + "." + chain + "."
+	for _, name := range all {
+		// A part's name begins with its manifest's, whose sequence is
+		// zero-padded: names compare as sequences.
+		if strings.HasPrefix(name, prefix) && name < "part."+oldest {
+			if err := s.remove(ctx, name); err != nil {
+				return fmt.Errorf("prune snapshot part %s: %w", name, err)
+			}
+		}
+	}
+	return nil
+}
+
+// remove deletes the object name, then purges the delete marker the Object
+// Store leaves on its subject: the bucket's subjects (objectNames) then
+// name the snapshots kept and their parts only, as many whatever the
+// history's length. A name whose object an older build deleted has its
+// marker purged the same way.
+func (s *Snapshots) remove(ctx context.Context, name string) error {
+	if err := s.os.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return err
+	}
+	ctx, cancel := s.store.reqCtx(ctx)
+	defer cancel()
+	if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(s.metaSubject(name))); err != nil {
+		return fmt.Errorf("purge the delete marker of %s: %w", name, err)
 	}
 	return nil
 }
@@ -248,6 +277,9 @@ func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
 // its size or MAC, and the other sections. The caller closes the reader.
 func (s *Snapshots) open(ctx context.Context, name string) (SnapshotMeta, io.ReadCloser, *SnapshotSections, error) {
 	info, err := s.os.GetInfo(ctx, name)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s", errSnapshotGone, name)
+	}
 	if err != nil {
 		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: get snapshot %s: %w", ErrSnapshotRefused, name, err)
 	}
@@ -322,7 +354,7 @@ func (x *SnapshotSections) open(ctx context.Context, i int) io.ReadCloser {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	ch := make(chan partResult, snapshotPrefetch-1)
-	go x.s.fetchParts(ctx, x.name, x.m, from, to, ch)
+	go x.s.fetchParts(ctx, x.name, x.m, i+1, from, to, ch)
 	return &partReader{parts: ch, cancel: cancel}
 }
 
@@ -333,14 +365,21 @@ type partResult struct {
 }
 
 // fetchParts fetches the manifest's parts from up to to in order, checks
-// each and hands it on, until the last or ctx ends.
-func (s *Snapshots) fetchParts(ctx context.Context, name string, m *snapshotManifest, from, to int, out chan<- partResult) {
+// each and hands it on, until the last or ctx ends; then it logs the
+// section's fetch (section 0 is the first).
+func (s *Snapshots) fetchParts(ctx context.Context, name string, m *snapshotManifest, section, from, to int, out chan<- partResult) {
 	defer close(out)
+	started := time.Now()
+	var fetching time.Duration
+	bytes := 0
 	for i := from; i < to; i++ {
 		p := m.Parts[i]
 		var res partResult
 		pn := partName(name, m.ID, i)
+		t := time.Now()
 		res.data, res.err = s.os.GetBytes(ctx, pn)
+		fetching += time.Since(t)
+		bytes += len(res.data)
 		switch {
 		case res.err != nil:
 			res.err = fmt.Errorf("%w: %s: part %d of %d: %w", ErrSnapshotRefused, name, i, len(m.Parts), res.err)
@@ -358,6 +397,23 @@ func (s *Snapshots) fetchParts(ctx context.Context, name string, m *snapshotMani
 			return
 		}
 	}
+	level := slog.LevelInfo
+	if section > 0 {
+		level = slog.LevelDebug
+	}
+	// fetch is the time spent getting the parts; in all, with the time
+	// the reader took to take them (the prefetch is bounded).
+	s.cfg.Logger.Log(ctx, level, "snapshot section fetched", "name", name, "section", section, "parts", to-from, "bytes", bytes,
+		"fetch", round(fetching), "mb_per_s", mbPerSecond(bytes, fetching), "in_all", since(started))
+}
+
+// mbPerSecond is a rate for a log line, in MB (10^6 bytes) a second to
+// one decimal.
+func mbPerSecond(bytes int, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(int64(float64(bytes)/1e5/d.Seconds())) / 10
 }
 
 // partReader reads the parts fetchParts hands on, in order.
@@ -394,18 +450,19 @@ func (r *partReader) Close() error {
 	return nil
 }
 
-// manifestNames lists the snapshots of a kind and chain among infos, oldest
-// first: objects named kind.chain.<sequence>, not their parts.
-func manifestNames(infos []*jetstream.ObjectInfo, kind, chain string) []string {
+// manifestNames lists the snapshots of a kind and chain among the objects
+// names, oldest first: objects named kind.chain.<sequence>, not their
+// parts.
+func manifestNames(names []string, kind, chain string) []string {
 	prefix := kind + "." + chain + "."
 	var out []string
-	for _, in := range infos {
-		if in.Deleted || !strings.HasPrefix(in.Name, prefix) {
+	for _, name := range names {
+		if !strings.HasPrefix(name, prefix) {
 			continue
 		}
-		if seq := strings.TrimPrefix(in.Name, prefix); len(seq) == 20 {
+		if seq := strings.TrimPrefix(name, prefix); len(seq) == 20 {
 			if _, err := strconv.ParseUint(seq, 10, 64); err == nil {
-				out = append(out, in.Name)
+				out = append(out, name)
 			}
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -264,20 +265,8 @@ func TestASnapshotInSectionsReadsEachSectionAlone(t *testing.T) {
 // parts, and so do parts without a manifest older than every snapshot kept
 // (a store cut short); a newer one may be a store in progress and stays.
 func TestPruningDeletesTheParts(t *testing.T) {
-	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, time.Minute)
-	cfg := partsConfig
-	cfg.Keep = 2
-	snaps, err := store.OpenSnapshots(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{
-		eventstoretest.Ev("T", "a", "1", 1), eventstoretest.Ev("T", "a", "1", 2), eventstoretest.Ev("T", "a", "1", 3)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	os := snapshotBucket(t, store)
+	_, snaps, os, seqs := keepingTwo(t, 3)
 	below := fmt.Sprintf("part.writer.c1.%020d.cut.000000", seqs[0])
 	above := fmt.Sprintf("part.writer.c1.%020d.inprogress.000000", seqs[2]+1)
 	putBytes(t, os, below, []byte("orphan"))
@@ -433,4 +422,102 @@ func oneEventSlot(tb testing.TB, cfg eventstore.SnapshotConfig) (*eventstore.Sna
 		tb.Fatal(err)
 	}
 	return snaps.Slot("projections", "c1", 1, "r"), seqs[0]
+}
+
+// TestPruningPurgesTheDeleteMarkers: the bucket's subjects, from which a
+// load lists the snapshots without reading the bucket, name the objects
+// kept and nothing else once pruned, even an object deleted by an older
+// build (its delete marker left on its subject); a load skips such a
+// deleted snapshot without calling it refused.
+func TestPruningPurgesTheDeleteMarkers(t *testing.T) {
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	store, snaps, os, seqs := keepingTwo(t, 4)
+	slot := snaps.Slot("writer", "c1", 1, "r")
+	for i, seq := range seqs[:3] {
+		if err := slot.Save(ctx, seq, pattern(2500, byte(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := metaSubjectNames(t, store), objectNames(t, os); !slices.Equal(got, want) || len(want) != 8 {
+		t.Fatalf("after pruning, the subjects name\n%v\nthe objects are\n%v", got, want)
+	}
+	// given the newest deleted as the Object Store deletes (a marker left)
+	newest := fmt.Sprintf("writer.c1.%020d", seqs[2])
+	if err := os.Delete(ctx, newest); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(metaSubjectNames(t, store), newest) {
+		t.Fatalf("%s: the Object Store purged its subject itself: this test no longer tests the marker", newest)
+	}
+	seq, data, skipped, err := slot.Load(ctx)
+	if err != nil || seq != seqs[1] || !bytes.Equal(data, pattern(2500, 1)) || len(skipped) != 0 {
+		t.Fatalf("newest deleted: seq %d (want %d), skipped %v, %v", seq, seqs[1], skipped, err)
+	}
+	// when the next snapshot is taken, its prune purges the marker too
+	if err := slot.Save(ctx, seqs[3], pattern(2500, 3)); err != nil {
+		t.Fatal(err)
+	}
+	got, want := metaSubjectNames(t, store), objectNames(t, os)
+	kept := []string{fmt.Sprintf("writer.c1.%020d", seqs[1]), fmt.Sprintf("writer.c1.%020d", seqs[3])}
+	if !slices.Equal(got, want) || slices.Contains(got, newest) || !slices.Equal(manifests(want), kept) {
+		t.Fatalf("after the next prune, the subjects name\n%v\nthe objects are\n%v", got, want)
+	}
+}
+
+// metaSubjectNames lists, sorted, the names the snapshot bucket's stream
+// holds a description subject for, deleted objects' included.
+func metaSubjectNames(t *testing.T, store *eventstore.NATSStore) []string {
+	t.Helper()
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	s, err := js.Stream(ctx, "OBJ_"+eventstore.SnapshotBucketDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := "$O." + eventstore.SnapshotBucketDefault + ".M."
+	info, err := s.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for subj := range info.State.Subjects {
+		name, err := base64.URLEncoding.DecodeString(strings.TrimPrefix(subj, prefix))
+		if err != nil {
+			t.Fatalf("subject %s: %v", subj, err)
+		}
+		names = append(names, string(name))
+	}
+	slices.Sort(names)
+	return names
+}
+
+// manifests keeps the names of snapshots among names, not of their parts.
+func manifests(names []string) []string {
+	return slices.DeleteFunc(slices.Clone(names), func(n string) bool { return strings.HasPrefix(n, "part.") })
+}
+
+// keepingTwo opens, on a new server, snapshots that keep two of each kind,
+// in parts of 1 000 bytes, and appends n events to chain c1.
+func keepingTwo(t *testing.T, n int) (*eventstore.NATSStore, *eventstore.Snapshots, jetstream.ObjectStore, []uint64) {
+	t.Helper()
+	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	cfg := partsConfig
+	cfg.Keep = 2
+	snaps, err := store.OpenSnapshots(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var evs []eventstore.Event
+	for i := range n {
+		evs = append(evs, eventstoretest.Ev("T", "a", "1", i+1))
+	}
+	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: evs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, snaps, snapshotBucket(t, store), seqs
 }

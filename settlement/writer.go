@@ -246,6 +246,7 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	// once the writer runs: as an append already durable.
 	tail := &appendDone{done: closedDone}
 	replayed := 0
+	replayStart := time.Now()
 	last, err := log.Replay(ctx, after, func(seq uint64, at time.Time, e domain.Event) error {
 		replayed++
 		switch {
@@ -261,12 +262,14 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rebuild ledger from the stream: %w", err)
 	}
-	cfg.Logger.Info("ledger rebuilt", "from_snapshot", after, "replayed", replayed, "seq", last)
+	cfg.Logger.Info("ledger rebuilt", "from_snapshot", after, "replayed", replayed, "seq", last,
+		"replay", time.Since(replayStart).Round(time.Millisecond))
 	w := &Writer{
 		cfg: cfg, log: log, ledger: l, seeds: map[[32]byte]domain.Seed{},
 		reqs: make(chan request, cfg.QueueMax), prepCh: make(chan prepared, 16),
 		preparing: map[string]bool{}, done: make(chan struct{}), exited: make(chan struct{}), lastSeq: last,
 	}
+	decksStart, decks := time.Now(), 0
 	for _, b := range l.Blocks {
 		if b.State == domain.BlockStateClosed {
 			continue
@@ -274,6 +277,12 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 		if err := w.reopenDeck(b); err != nil {
 			return nil, err
 		}
+		decks++
+	}
+	if decks > 0 {
+		// A start waits for it: a deck is rebuilt from its seed (about a
+		// second of CPU a full block), whatever the history's length.
+		cfg.Logger.Info("decks reopened", "blocks", decks, "after", time.Since(decksStart).Round(time.Millisecond))
 	}
 	if cfg.Snapshots != nil && cfg.Start == nil {
 		// Before the loop, which queues its appends after the tail. A

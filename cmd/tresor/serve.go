@@ -93,6 +93,8 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		return err
 	}
 	defer st.Close()
+	st.logger = log
+	log.Info("stream opened", "after", time.Since(started).Round(time.Millisecond))
 	store, err := openProjections(ctx, cfg, rules)
 	if err != nil {
 		return err

@@ -29,6 +29,10 @@ type stream struct {
 	snaps  *eventstore.Snapshots
 	// snapshotSpans, when set, records the writer's snapshots (simulate).
 	snapshotSpans *settlement.SnapshotSpans
+	// logger, when set (serve), gets the writer's lines and those of each
+	// phase of a snapshot's load, so that a start's log says where its
+	// time goes.
+	logger *slog.Logger
 }
 
 // openStream starts the embedded nats-server on cfg.Data (or connects to
@@ -142,7 +146,8 @@ func (s *stream) openSnapshots(ctx context.Context, cfg *Config) (*eventstore.Sn
 	if err != nil {
 		return nil, err
 	}
-	s.snaps, err = s.store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: sealer.SnapshotKey(), Keep: cfg.SnapshotKeep, Replicas: cfg.Replicas})
+	s.snaps, err = s.store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: sealer.SnapshotKey(), Keep: cfg.SnapshotKeep, Replicas: cfg.Replicas,
+		Logger: s.logger})
 	return s.snaps, err
 }
 
@@ -186,6 +191,9 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval, SnapshotSpans: s.snapshotSpans}
 	if snaps != nil {
 		wcfg.Snapshots = settlement.WriterSnapshots(snaps, rules)
+	}
+	if s.logger != nil {
+		wcfg.Logger = s.logger
 	}
 	return wcfg, eventstore.CommitterConfig{SealKey: sealKey, PipelineDepth: cfg.PipelineDepth}, nil
 }
