@@ -147,7 +147,7 @@ func TestRacesWhileTheShardsLoad(t *testing.T) {
 	}
 	for _, k := range []*server{first, again} {
 		logs := k.logs.String()
-		if !strings.Contains(logs, "projections start from a snapshot") || !strings.Contains(logs, "INFO starting from a snapshot") {
+		if !strings.Contains(logs, "projections start from a snapshot") || !strings.Contains(logs, "msg=\"starting from a snapshot\"") {
 			t.Fatalf("serve did not start from both snapshots:\n%s", logs)
 		}
 	}
