@@ -239,19 +239,25 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*NATSStore, error) {
 // streamConfig is the configuration Tresor creates: nothing ever deletes,
 // purges, rolls up or expires an event.
 func (s *NATSStore) streamConfig() jetstream.StreamConfig {
+	return tresorStreamConfig(s.cfg.Stream, s.subj.all(), s.cfg.Replicas, s.cfg.DuplicateWindow)
+}
+
+// tresorStreamConfig is the configuration of a Tresor stream, shared with
+// the yardstick that measures what it costs (Yardstick.LikeTresor).
+func tresorStreamConfig(name, subjects string, replicas int, duplicates time.Duration) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:               s.cfg.Stream,
+		Name:               name,
 		Description:        "Tresor event log: the only source of truth",
-		Subjects:           []string{s.subj.all()},
+		Subjects:           []string{subjects},
 		Storage:            jetstream.FileStorage,
-		Replicas:           s.cfg.Replicas,
+		Replicas:           replicas,
 		Retention:          jetstream.LimitsPolicy,
 		Discard:            jetstream.DiscardNew,
 		MaxAge:             0,
 		MaxBytes:           -1,
 		MaxMsgs:            -1,
 		MaxMsgsPerSubject:  -1,
-		Duplicates:         s.cfg.DuplicateWindow,
+		Duplicates:         duplicates,
 		DenyDelete:         true,
 		DenyPurge:          true,
 		AllowAtomicPublish: true,
