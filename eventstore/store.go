@@ -15,10 +15,21 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
-// BatchEventsMax is nats-server's limit of messages in one atomic batch
-// (jetstream max_batch_size default). One append or one committer batch
-// never exceeds it.
+// BatchEventsMax is nats-server's default limit of messages in one atomic
+// batch (jetstream max_batch_size). One append never exceeds it, and
+// neither does a committer batch unless the server allows more
+// (CommitterConfig.BatchEventsMax).
 const BatchEventsMax = 1000
+
+// CommitBatchEventsMax bounds a committer batch on a server whose
+// max_batch_size allows it, as the embedded server's does. A server
+// commits an atomic batch at a fixed cost of several milliseconds on top
+// of its messages, so larger batches move more events a second
+// (docs/performance.md, "What Tresor's stream costs the server"). The
+// bound keeps a seal within the recentMax positions a verifier accepts
+// (a seal can point back over one batch in flight at depth 1): every
+// auditor already released reads a stream written with such batches.
+const CommitBatchEventsMax = 3 * BatchEventsMax
 
 // JetStream error codes the store interprets.
 const (

@@ -140,11 +140,11 @@ func prefill(b *testing.B, nc *nats.Conn, y Yardstick, batches int) (first, last
 func yardstickServer(b *testing.B) *nats.Conn {
 	b.Helper()
 	srv, err := RunEmbedded(EmbeddedConfig{DataDir: b.TempDir()})
-	if err != nil {
-		b.Fatal(err)
+	var nc *nats.Conn
+	if err == nil {
+		b.Cleanup(srv.Shutdown)
+		nc, err = srv.Conn()
 	}
-	b.Cleanup(srv.Shutdown)
-	nc, err := srv.Conn()
 	if err != nil {
 		b.Fatal(err)
 	}

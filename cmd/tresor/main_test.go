@@ -11,6 +11,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/fdj/tresor/eventstore"
 )
 
 // tresorBin is the real binary, built once for the package's tests: they
@@ -114,6 +116,9 @@ func TestBadInputExitsWithStatus2AndOneLine(t *testing.T) {
 		{"rules", "--no-such-flag"},
 		{"simulate", "--pipeline-depth", "17"},
 		{"simulate", "--replicas", "3", "--pipeline-depth", "2"},
+		{"simulate", "--batch-events", "3001"},
+		{"simulate", "--batch-events", "1"},
+		{"simulate", "--batch-events", "2000", "--pipeline-depth", "2"},
 	} {
 		stdout, stderr, code := run(t, args...)
 		if code != 2 || stdout != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.HasPrefix(stderr, "tresor: ") {
@@ -159,4 +164,24 @@ func mustRead(tb testing.TB, path string) []byte {
 		tb.Fatal(err)
 	}
 	return b
+}
+
+// TestBatchEventsDefault checks the committer's batch bound --batch-events
+// 0 picks: the most the embedded server takes at depth 1 only, never more
+// than an external server's default limit.
+func TestBatchEventsDefault(t *testing.T) {
+	for _, tc := range []struct {
+		cfg  Config
+		want int
+	}{
+		{Config{PipelineDepth: 1}, eventstore.CommitBatchEventsMax},
+		{Config{PipelineDepth: 2}, eventstore.BatchEventsMax},
+		{Config{PipelineDepth: 1, NATSURL: "nats://127.0.0.1:4222"}, eventstore.BatchEventsMax},
+		{Config{PipelineDepth: 1, NATSURL: "nats://127.0.0.1:4222", BatchEvents: 2000}, 2000},
+		{Config{PipelineDepth: 1, BatchEvents: 500}, 500},
+	} {
+		if got := tc.cfg.batchEvents(); got != tc.want {
+			t.Errorf("%+v: batch of %d, want %d", tc.cfg, got, tc.want)
+		}
+	}
 }
