@@ -19,7 +19,9 @@ import (
 // that a benchmark can measure what each costs the server
 // (BenchmarkYardstickStream).
 type Yardstick struct {
-	// Batches of BatchSize messages of MessageBytes each.
+	// Batches of BatchSize messages of MessageBytes each. Above
+	// BatchEventsMax the server's max_batch_size must allow it (the
+	// embedded server allows CommitBatchEventsMax).
 	Batches, BatchSize, MessageBytes int
 	// Replicas of the scratch stream (the same as Tresor's stream).
 	Replicas int
@@ -61,7 +63,7 @@ const yardstickSubjectsDefault = 64
 // server's sync_interval: always, every batch is on disk before its ack:
 // this is the most a durable writer can get from the server.
 func MeasureAtomicBatches(ctx context.Context, nc *nats.Conn, y Yardstick) (float64, error) {
-	if y.Batches < 1 || y.BatchSize < 1 || y.BatchSize > BatchEventsMax || y.MessageBytes < 1 || y.Replicas < 1 || y.Subjects < 0 ||
+	if y.Batches < 1 || y.BatchSize < 1 || y.BatchSize > CommitBatchEventsMax || y.MessageBytes < 1 || y.Replicas < 1 || y.Subjects < 0 ||
 		(y.Stream != "" && !validName(y.Stream, NameLenMax, false)) {
 		return 0, fmt.Errorf("yardstick %+v: %w", y, ErrInvalid)
 	}

@@ -114,6 +114,28 @@ func BenchmarkYardstickStream(b *testing.B) {
 	}
 }
 
+// BenchmarkYardstickBatchSize measures what larger atomic batches buy on
+// the embedded server (its max_batch_size raised to CommitBatchEventsMax):
+// the yardstick's batches of 400-byte payloads at 1 000, 2 000 and 3 000
+// messages, bare and with the envelope's headers, alternated in rounds as
+// the other yardstick benchmarks, each a ratio to the bare 1 000-message
+// batch of its round. Run it with -benchtime 1x.
+func BenchmarkYardstickBatchSize(b *testing.B) {
+	nc := yardstickServer(b)
+	envelope := benchEnvelopeHeader()
+	variants := []yardstickVariant{
+		{"bare", Yardstick{}},
+		{"batch_2000", Yardstick{BatchSize: 2 * BatchEventsMax}},
+		{"batch_3000", Yardstick{BatchSize: CommitBatchEventsMax}},
+		{"envelope", Yardstick{Header: envelope}},
+		{"envelope_2000", Yardstick{Header: envelope, BatchSize: 2 * BatchEventsMax}},
+		{"envelope_3000", Yardstick{Header: envelope, BatchSize: CommitBatchEventsMax}},
+	}
+	for b.Loop() {
+		alternateYardsticks(b, nc, 30, variants)
+	}
+}
+
 // prefill publishes batches of 1 000 bare 400-byte messages (with y's
 // subjects, configuration, fence and ids) into y's stream, and returns the
 // rates of its first and last 100 batches.
@@ -171,6 +193,7 @@ func alternateYardsticks(b *testing.B, nc *nats.Conn, rounds int, variants []yar
 	const batches = 3
 	ratios := make([][]float64, len(variants))
 	cpu := make([]time.Duration, len(variants))
+	msgs := make([]float64, len(variants))
 	// Each round takes the variants in a new random order: rotating one
 	// order left each variant after the same neighbour, and the variant
 	// after the big streams' measured 10-15 % above its peers in every
@@ -183,7 +206,10 @@ func alternateYardsticks(b *testing.B, nc *nats.Conn, rounds int, variants []yar
 		rates := make([]float64, len(variants))
 		for _, i := range rng.Perm(len(variants)) {
 			y := variants[i].y
-			y.Batches, y.BatchSize, y.Replicas = batches, BatchEventsMax, 1
+			y.Batches, y.Replicas = batches, 1
+			if y.BatchSize == 0 {
+				y.BatchSize = BatchEventsMax
+			}
 			if y.MessageBytes == 0 {
 				y.MessageBytes = 400
 			}
@@ -194,6 +220,7 @@ func alternateYardsticks(b *testing.B, nc *nats.Conn, rounds int, variants []yar
 			}
 			if r >= 0 {
 				cpu[i] += cpuTime(b) - before
+				msgs[i] += float64(batches * y.BatchSize)
 			}
 			rates[i] = rate
 		}
@@ -203,9 +230,8 @@ func alternateYardsticks(b *testing.B, nc *nats.Conn, rounds int, variants []yar
 			}
 		}
 	}
-	msgs := float64(rounds * batches * BatchEventsMax)
 	for i, v := range variants {
-		b.ReportMetric(float64(cpu[i].Microseconds())/msgs, v.name+"_cpu_us/msg")
+		b.ReportMetric(float64(cpu[i].Microseconds())/msgs[i], v.name+"_cpu_us/msg")
 		if i > 0 {
 			q := slices.Clone(ratios[i])
 			slices.Sort(q)

@@ -73,8 +73,7 @@ type Config struct {
 	// (eventstore.CommitterConfig.PipelineDepth; 1 waits for each).
 	PipelineDepth int
 	// BatchEvents bounds the events of one committer batch
-	// (eventstore.CommitterConfig.BatchEventsMax); 0 picks it
-	// (batchEvents).
+	// (eventstore.CommitterConfig.BatchEventsMax).
 	BatchEvents int
 }
 
@@ -207,11 +206,13 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	// (docs/performance.md, "Pipelined batches").
 	f.IntVar(&c.PipelineDepth, "pipeline-depth", 1,
 		fmt.Sprintf("atomic batches in flight at once, each fenced on where the previous one ends; 1 waits for each (1..%d; 1 on a replicated stream) ($TRESOR_PIPELINE_DEPTH)", eventstore.PipelineDepthMax))
-	// Default 0: the most the server takes, measured best on whole blocks
-	// (docs/performance.md, "What Tresor's stream costs the server").
-	f.IntVar(&c.BatchEvents, "batch-events", 0,
-		fmt.Sprintf("events in one atomic batch at most, 2..%d; 0: %d on the embedded server at --pipeline-depth 1, else %d (above %d an external server's max_batch_size must allow it, and --pipeline-depth must be 1) ($TRESOR_BATCH_EVENTS)",
-			eventstore.CommitBatchEventsMax, eventstore.CommitBatchEventsMax, eventstore.BatchEventsMax, eventstore.BatchEventsMax))
+	// Default 1 000 (nats-server's default max_batch_size): larger batches
+	// bought 1.4 times the events a second on short runs but nothing over
+	// whole blocks (docs/performance.md, "What Tresor's stream costs the
+	// server").
+	f.IntVar(&c.BatchEvents, "batch-events", eventstore.BatchEventsMax,
+		fmt.Sprintf("events in one atomic batch at most, 2..%d; above %d the server's max_batch_size must allow it (the embedded server's does) and --pipeline-depth must be 1 ($TRESOR_BATCH_EVENTS)",
+			eventstore.CommitBatchEventsMax, eventstore.BatchEventsMax))
 	withEnv(f, "master-key-file", "seal-key-file", "abandon-after", "pipeline-depth", "batch-events")
 	f.BoolVar(&c.Snapshots, "snapshots", true, "start from the newest verified snapshot and take new ones; false replays the whole stream at every start ($TRESOR_SNAPSHOTS)")
 	f.IntVar(&c.SnapshotEvery, "snapshot-every", 250_000, "the writer takes a snapshot after this many new events ($TRESOR_SNAPSHOT_EVERY)")
@@ -269,7 +270,7 @@ func (c *Config) Validate() error {
 		return usagef("--pipeline-depth %d: want 1 to %d", c.PipelineDepth, eventstore.PipelineDepthMax)
 	case c.PipelineDepth > 1 && c.Replicas > 1:
 		return usagef("--pipeline-depth %d: a replicated stream (--replicas %d) refuses a fenced batch while the one before is replicating: want 1", c.PipelineDepth, c.Replicas)
-	case c.BatchEvents != 0 && (c.BatchEvents < 2 || c.BatchEvents > eventstore.CommitBatchEventsMax):
+	case c.BatchEvents < 2 || c.BatchEvents > eventstore.CommitBatchEventsMax:
 		return usagef("--batch-events %d: want 2 to %d", c.BatchEvents, eventstore.CommitBatchEventsMax)
 	case c.BatchEvents > eventstore.BatchEventsMax && c.PipelineDepth > 1:
 		return usagef("--batch-events %d with --pipeline-depth %d: a seal would point further back than a verifier accepts: want depth 1 above %d events",
@@ -348,20 +349,4 @@ func (c *Config) validateNode() error {
 		c.NodeName = fmt.Sprintf("%s/%d", host, os.Getpid())
 	}
 	return nil
-}
-
-// batchEvents is the committer's batch bound: --batch-events, or when 0
-// the most the embedded server takes (its max_batch_size is raised for
-// it) at depth 1, and the server's default limit otherwise: an external
-// server's max_batch_size is its operator's, 1 000 unless raised, and a
-// larger batch would be refused and stop the writer.
-func (c *Config) batchEvents() int {
-	switch {
-	case c.BatchEvents != 0:
-		return c.BatchEvents
-	case c.NATSURL == "" && c.PipelineDepth == 1:
-		return eventstore.CommitBatchEventsMax
-	default:
-		return eventstore.BatchEventsMax
-	}
 }

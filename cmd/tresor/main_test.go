@@ -11,8 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/fdj/tresor/eventstore"
 )
 
 // tresorBin is the real binary, built once for the package's tests: they
@@ -164,24 +162,4 @@ func mustRead(tb testing.TB, path string) []byte {
 		tb.Fatal(err)
 	}
 	return b
-}
-
-// TestBatchEventsDefault checks the committer's batch bound --batch-events
-// 0 picks: the most the embedded server takes at depth 1 only, never more
-// than an external server's default limit.
-func TestBatchEventsDefault(t *testing.T) {
-	for _, tc := range []struct {
-		cfg  Config
-		want int
-	}{
-		{Config{PipelineDepth: 1}, eventstore.CommitBatchEventsMax},
-		{Config{PipelineDepth: 2}, eventstore.BatchEventsMax},
-		{Config{PipelineDepth: 1, NATSURL: "nats://127.0.0.1:4222"}, eventstore.BatchEventsMax},
-		{Config{PipelineDepth: 1, NATSURL: "nats://127.0.0.1:4222", BatchEvents: 2000}, 2000},
-		{Config{PipelineDepth: 1, BatchEvents: 500}, 500},
-	} {
-		if got := tc.cfg.batchEvents(); got != tc.want {
-			t.Errorf("%+v: batch of %d, want %d", tc.cfg, got, tc.want)
-		}
-	}
 }

@@ -187,7 +187,7 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 	if snaps != nil {
 		wcfg.Snapshots = settlement.WriterSnapshots(snaps, rules)
 	}
-	return wcfg, eventstore.CommitterConfig{SealKey: sealKey, PipelineDepth: cfg.PipelineDepth, BatchEventsMax: cfg.batchEvents()}, nil
+	return wcfg, eventstore.CommitterConfig{SealKey: sealKey, PipelineDepth: cfg.PipelineDepth, BatchEventsMax: cfg.BatchEvents}, nil
 }
 
 // clusterRequestTimeout bounds each request to a NATS cluster, a batch's
