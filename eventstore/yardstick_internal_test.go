@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 )
 
@@ -158,19 +159,19 @@ func prefill(b *testing.B, nc *nats.Conn, y Yardstick, batches int) (first, last
 }
 
 // yardstickServer starts an embedded sync-always server on a temporary
-// directory, stopped when b ends, and returns a connection to it.
-func yardstickServer(b *testing.B) *nats.Conn {
-	b.Helper()
-	srv, err := RunEmbedded(EmbeddedConfig{DataDir: b.TempDir()})
+// directory, stopped when tb ends, and returns a connection to it.
+func yardstickServer(tb testing.TB) *nats.Conn {
+	tb.Helper()
+	srv, err := RunEmbedded(EmbeddedConfig{DataDir: tb.TempDir()})
 	var nc *nats.Conn
 	if err == nil {
-		b.Cleanup(srv.Shutdown)
+		tb.Cleanup(srv.Shutdown)
 		nc, err = srv.Conn()
 	}
 	if err != nil {
-		b.Fatal(err)
+		tb.Fatal(err)
 	}
-	b.Cleanup(nc.Close)
+	tb.Cleanup(nc.Close)
 	return nc
 }
 
@@ -196,9 +197,9 @@ func alternateYardsticks(b *testing.B, nc *nats.Conn, rounds int, variants []yar
 	msgs := make([]float64, len(variants))
 	// Each round takes the variants in a new random order: rotating one
 	// order left each variant after the same neighbour, and the variant
-	// after the big streams' measured 10-15 % above its peers in every
-	// run (the server's work on a big stream spilling over). The seed is
-	// fixed, so that runs repeat their orders.
+	// right after the bare yardstick (itself right after a big stream's)
+	// measured 10-15 % above it in every run. The seed is fixed, so that
+	// runs repeat their orders.
 	rng := rand.New(rand.NewPCG(1, 2))
 	// A first round warms the server (its first streams, its buffers)
 	// and is not counted: it measured several times the later ones.
@@ -273,4 +274,34 @@ func headerBytes(h nats.Header) int {
 		}
 	}
 	return n
+}
+
+// TestYardstickOnAKeptStream publishes the yardstick with every option of
+// Tresor's stream twice into one kept stream: the second run fences on
+// where the first ended (a wrong fence is refused by the server and fails
+// the run), and the stream holds every message, spread over subjects.
+func TestYardstickOnAKeptStream(t *testing.T) {
+	nc := yardstickServer(t)
+	y := Yardstick{Batches: 2, BatchSize: 10, MessageBytes: 40, Replicas: 1, Subjects: 2000, Fence: true, MsgID: true,
+		LikeTresor: true, Stream: "YARDSTICK_TEST"}
+	for range 2 {
+		if _, err := MeasureAtomicBatches(context.Background(), nc, y); err != nil {
+			t.Fatal(err)
+		}
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := js.Stream(context.Background(), y.Stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := st.CachedInfo()
+	// Each run spreads its 20 messages in runs of one or two per subject
+	// (each run starts the spread afresh): at least 10 subjects.
+	if info.State.Msgs != 40 || info.State.NumSubjects < 10 || !info.Config.DenyPurge {
+		t.Fatalf("stream holds %d messages on %d subjects (deny purge %t): want 40 on at least 10, Tresor's configuration",
+			info.State.Msgs, info.State.NumSubjects, info.Config.DenyPurge)
+	}
 }
