@@ -19,7 +19,12 @@ type CommitterConfig struct {
 	// Submit blocks, bounded by its context, while the queue is full.
 	QueueMax int
 	// BatchEventsMax bounds the events of one batch, seal included
-	// (default and maximum BatchEventsMax).
+	// (default BatchEventsMax, the server's default max_batch_size; at most
+	// CommitBatchEventsMax, and PipelineDepth times it stays below the
+	// span a seal may cover, so more than BatchEventsMax takes depth 1).
+	// Above BatchEventsMax the server's max_batch_size must allow it (the
+	// embedded server's does), or every batch is refused and the committer
+	// stops. One request still holds at most BatchEventsMax-1 events.
 	BatchEventsMax int
 	// AggregateCacheMax bounds the per-aggregate last sequences the
 	// committer remembers to check expectations (default 100 000); past it
@@ -94,7 +99,8 @@ func (c *CommitterConfig) setDefaults() error {
 	if c.PipelineDepth == 0 {
 		c.PipelineDepth = 1
 	}
-	if c.PipelineDepth < 1 || c.PipelineDepth > PipelineDepthMax || c.QueueMax < 1 || c.BatchEventsMax < 2 || c.BatchEventsMax > BatchEventsMax || c.AggregateCacheMax < 1 ||
+	if c.PipelineDepth < 1 || c.PipelineDepth > PipelineDepthMax || c.QueueMax < 1 || c.BatchEventsMax < 2 || c.BatchEventsMax > CommitBatchEventsMax ||
+		(c.BatchEventsMax > BatchEventsMax && c.PipelineDepth*c.BatchEventsMax >= recentMax) || c.AggregateCacheMax < 1 ||
 		c.SealEvery < 1 || c.SealInterval <= 0 || c.LingerMax < 0 || c.LingerIdle < 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
 		return fmt.Errorf("committer config %+v: %w", *c, ErrInvalid)
 	}
@@ -307,7 +313,9 @@ func (c *committer) Submit(ctx context.Context, req AppendRequest) <-chan Append
 // SubmitFunc implements Committer.
 func (c *committer) SubmitFunc(ctx context.Context, req AppendRequest, done func(AppendResult)) {
 	p := &pending{req: req, done: done}
-	if err := c.store.validateRequest(c.chain, &req, c.cfg.BatchEventsMax-1); err != nil {
+	// An append never exceeds what a reader accepts (its marker counts at
+	// most BatchEventsMax-1 events after the first), whatever the batch.
+	if err := c.store.validateRequest(c.chain, &req, min(c.cfg.BatchEventsMax, BatchEventsMax)-1); err != nil {
 		answer(p, nil, err)
 		return
 	}

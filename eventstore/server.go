@@ -156,6 +156,10 @@ func (e *EmbeddedServer) start(cfg EmbeddedConfig) error {
 		NoLog:      !cfg.Logs,
 		DontListen: cfg.ListenAddr == "" && cfg.Readers == nil,
 	}
+	// A committer batch may hold up to CommitBatchEventsMax events (the
+	// server's default is BatchEventsMax): larger batches spread the
+	// server's fixed cost per batch over more events.
+	opts.JetStreamLimits.MaxBatchSize = CommitBatchEventsMax
 	if cfg.SyncInterval <= 0 {
 		opts.SyncAlways = true
 	} else {

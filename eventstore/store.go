@@ -15,10 +15,21 @@ import (
 	"github.com/synadia-io/orbit.go/jetstreamext"
 )
 
-// BatchEventsMax is nats-server's limit of messages in one atomic batch
-// (jetstream max_batch_size default). One append or one committer batch
-// never exceeds it.
+// BatchEventsMax is nats-server's default limit of messages in one atomic
+// batch (jetstream max_batch_size). One append never exceeds it, and
+// neither does a committer batch unless the server allows more
+// (CommitterConfig.BatchEventsMax).
 const BatchEventsMax = 1000
+
+// CommitBatchEventsMax bounds a committer batch on a server whose
+// max_batch_size allows it, as the embedded server's does. A server
+// commits an atomic batch at a fixed cost of several milliseconds on top
+// of its messages, so larger batches move more events a second
+// (docs/performance.md, "What Tresor's stream costs the server"). The
+// bound keeps a seal within the recentMax positions a verifier accepts
+// (a seal can point back over one batch in flight at depth 1): every
+// auditor already released reads a stream written with such batches.
+const CommitBatchEventsMax = 3 * BatchEventsMax
 
 // JetStream error codes the store interprets.
 const (
@@ -239,19 +250,25 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*NATSStore, error) {
 // streamConfig is the configuration Tresor creates: nothing ever deletes,
 // purges, rolls up or expires an event.
 func (s *NATSStore) streamConfig() jetstream.StreamConfig {
+	return tresorStreamConfig(s.cfg.Stream, s.subj.all(), s.cfg.Replicas, s.cfg.DuplicateWindow)
+}
+
+// tresorStreamConfig is the configuration of a Tresor stream, shared with
+// the yardstick that measures what it costs (Yardstick.LikeTresor).
+func tresorStreamConfig(name, subjects string, replicas int, duplicates time.Duration) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
-		Name:               s.cfg.Stream,
+		Name:               name,
 		Description:        "Tresor event log: the only source of truth",
-		Subjects:           []string{s.subj.all()},
+		Subjects:           []string{subjects},
 		Storage:            jetstream.FileStorage,
-		Replicas:           s.cfg.Replicas,
+		Replicas:           replicas,
 		Retention:          jetstream.LimitsPolicy,
 		Discard:            jetstream.DiscardNew,
 		MaxAge:             0,
 		MaxBytes:           -1,
 		MaxMsgs:            -1,
 		MaxMsgsPerSubject:  -1,
-		Duplicates:         s.cfg.DuplicateWindow,
+		Duplicates:         duplicates,
 		DenyDelete:         true,
 		DenyPurge:          true,
 		AllowAtomicPublish: true,

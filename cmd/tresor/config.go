@@ -72,6 +72,9 @@ type Config struct {
 	// PipelineDepth bounds the committer's atomic batches in flight
 	// (eventstore.CommitterConfig.PipelineDepth; 1 waits for each).
 	PipelineDepth int
+	// BatchEvents bounds the events of one committer batch
+	// (eventstore.CommitterConfig.BatchEventsMax).
+	BatchEvents int
 }
 
 // env names the environment variable of each setting.
@@ -83,8 +86,8 @@ var env = map[string]string{
 	"snapshots": "TRESOR_SNAPSHOTS", "snapshot-every": "TRESOR_SNAPSHOT_EVERY", "snapshot-interval": "TRESOR_SNAPSHOT_INTERVAL",
 	"snapshot-keep": "TRESOR_SNAPSHOT_KEEP",
 	"node-name":     "TRESOR_NODE_NAME", "lease-ttl": "TRESOR_LEASE_TTL",
-	"pipeline-depth": "TRESOR_PIPELINE_DEPTH",
-	"token-rate":     "TRESOR_TOKEN_RATE", "token-burst": "TRESOR_TOKEN_BURST",
+	"pipeline-depth": "TRESOR_PIPELINE_DEPTH", "batch-events": "TRESOR_BATCH_EVENTS",
+	"token-rate": "TRESOR_TOKEN_RATE", "token-burst": "TRESOR_TOKEN_BURST",
 }
 
 // envOr returns the environment variable of a flag, or def. Only redaction
@@ -203,7 +206,14 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	// (docs/performance.md, "Pipelined batches").
 	f.IntVar(&c.PipelineDepth, "pipeline-depth", 1,
 		fmt.Sprintf("atomic batches in flight at once, each fenced on where the previous one ends; 1 waits for each (1..%d; 1 on a replicated stream) ($TRESOR_PIPELINE_DEPTH)", eventstore.PipelineDepthMax))
-	withEnv(f, "master-key-file", "seal-key-file", "abandon-after", "pipeline-depth")
+	// Default 1 000 (nats-server's default max_batch_size): larger batches
+	// bought 1.4 times the events a second on short runs but nothing over
+	// whole blocks (docs/performance.md, "What Tresor's stream costs the
+	// server").
+	f.IntVar(&c.BatchEvents, "batch-events", eventstore.BatchEventsMax,
+		fmt.Sprintf("events in one atomic batch at most, 2..%d; above %d the server's max_batch_size must allow it (the embedded server's does) and --pipeline-depth must be 1 ($TRESOR_BATCH_EVENTS)",
+			eventstore.CommitBatchEventsMax, eventstore.BatchEventsMax))
+	withEnv(f, "master-key-file", "seal-key-file", "abandon-after", "pipeline-depth", "batch-events")
 	f.BoolVar(&c.Snapshots, "snapshots", true, "start from the newest verified snapshot and take new ones; false replays the whole stream at every start ($TRESOR_SNAPSHOTS)")
 	f.IntVar(&c.SnapshotEvery, "snapshot-every", 250_000, "the writer takes a snapshot after this many new events ($TRESOR_SNAPSHOT_EVERY)")
 	f.DurationVar(&c.SnapshotInterval, "snapshot-interval", 10*time.Minute, "the writer and the in-memory read models take a snapshot this long after the last if anything happened ($TRESOR_SNAPSHOT_INTERVAL)")
@@ -260,6 +270,11 @@ func (c *Config) Validate() error {
 		return usagef("--pipeline-depth %d: want 1 to %d", c.PipelineDepth, eventstore.PipelineDepthMax)
 	case c.PipelineDepth > 1 && c.Replicas > 1:
 		return usagef("--pipeline-depth %d: a replicated stream (--replicas %d) refuses a fenced batch while the one before is replicating: want 1", c.PipelineDepth, c.Replicas)
+	case c.BatchEvents < 2 || c.BatchEvents > eventstore.CommitBatchEventsMax:
+		return usagef("--batch-events %d: want 2 to %d", c.BatchEvents, eventstore.CommitBatchEventsMax)
+	case c.BatchEvents > eventstore.BatchEventsMax && c.PipelineDepth > 1:
+		return usagef("--batch-events %d with --pipeline-depth %d: a seal would point further back than a verifier accepts: want depth 1 above %d events",
+			c.BatchEvents, c.PipelineDepth, eventstore.BatchEventsMax)
 	}
 	if c.AbandonAfter < time.Second {
 		return usagef("--abandon-after %s: at least 1s", c.AbandonAfter)

@@ -114,6 +114,9 @@ func TestBadInputExitsWithStatus2AndOneLine(t *testing.T) {
 		{"rules", "--no-such-flag"},
 		{"simulate", "--pipeline-depth", "17"},
 		{"simulate", "--replicas", "3", "--pipeline-depth", "2"},
+		{"simulate", "--batch-events", "3001"},
+		{"simulate", "--batch-events", "1"},
+		{"simulate", "--batch-events", "2000", "--pipeline-depth", "2"},
 	} {
 		stdout, stderr, code := run(t, args...)
 		if code != 2 || stdout != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.HasPrefix(stderr, "tresor: ") {

@@ -195,7 +195,7 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 	if s.logger != nil {
 		wcfg.Logger = s.logger
 	}
-	return wcfg, eventstore.CommitterConfig{SealKey: sealKey, PipelineDepth: cfg.PipelineDepth}, nil
+	return wcfg, eventstore.CommitterConfig{SealKey: sealKey, PipelineDepth: cfg.PipelineDepth, BatchEventsMax: cfg.BatchEvents}, nil
 }
 
 // clusterRequestTimeout bounds each request to a NATS cluster, a batch's

@@ -1,0 +1,84 @@
+package eventstore_test
+
+import (
+	"crypto/ed25519"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+)
+
+// TestCommitterBatchesAboveServerDefault commits batches of more than the
+// server's default 1 000 messages on the embedded server (which allows
+// CommitBatchEventsMax), with seals made while such a batch is in flight,
+// and checks that the stream verifies, seals included: a seal then points
+// back over a whole big batch, within what a verifier accepts. A request
+// itself still holds at most BatchEventsMax-1 events.
+func TestCommitterBatchesAboveServerDefault(t *testing.T) {
+	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := eventstoretest.Ctx(t, 60*time.Second)
+	c, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{BatchEventsMax: eventstore.CommitBatchEventsMax, SealKey: key, SealEvery: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	const requests = 4000 // 8 000 events submitted back to back: the batches after the first are full
+	for i, r := range submitAll(t, c, 0, requests, pipeRequest) {
+		if r.Err != nil {
+			t.Fatalf("request %d: %v", i, r.Err)
+		}
+	}
+	st := c.Stats()
+	if st.Batches == 0 || st.Events/st.Batches <= eventstore.BatchEventsMax {
+		t.Fatalf("%d events in %d batches: want batches of more than %d on average", st.Events, st.Batches, eventstore.BatchEventsMax)
+	}
+	big := make([]eventstore.Event, eventstore.BatchEventsMax)
+	for i := range big {
+		big[i] = eventstoretest.Ev("test.A", "acct", "big", i)
+	}
+	if r := <-c.Submit(ctx, eventstore.AppendRequest{Events: big}); !errors.Is(r.Err, eventstore.ErrInvalid) {
+		t.Fatalf("request of %d events: got %v, want ErrInvalid", len(big), r.Err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	vs, err := eventstore.VerifyStore(ctx, s, eventstore.NewVerifier(pub), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if all := c.Stats().Events; vs.Events != all || vs.Seals < 2 {
+		t.Fatalf("verified %d events, %d seals: want the %d committed, a seal at least every 1 000", vs.Events, vs.Seals, all)
+	}
+}
+
+// TestCommitterBatchEventsMaxBounds checks the limits of a committer's
+// batch: at most CommitBatchEventsMax, and above the server's default
+// only at depth 1, where a seal never points back further than a verifier
+// accepts.
+func TestCommitterBatchEventsMaxBounds(t *testing.T) {
+	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, 30*time.Second)
+	for _, tc := range []struct {
+		cfg eventstore.CommitterConfig
+		ok  bool
+	}{
+		{eventstore.CommitterConfig{BatchEventsMax: eventstore.CommitBatchEventsMax}, true},
+		{eventstore.CommitterConfig{BatchEventsMax: eventstore.CommitBatchEventsMax + 1}, false},
+		{eventstore.CommitterConfig{BatchEventsMax: 2 * eventstore.BatchEventsMax, PipelineDepth: 2}, false},
+		{eventstore.CommitterConfig{BatchEventsMax: eventstore.BatchEventsMax, PipelineDepth: 4}, true},
+	} {
+		c, err := s.NewCommitter(ctx, "c1", tc.cfg)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, eventstore.ErrInvalid)) {
+			t.Fatalf("batch of %d at depth %d: got %v, want accepted %t", tc.cfg.BatchEventsMax, tc.cfg.PipelineDepth, err, tc.ok)
+		}
+		if c != nil {
+			c.Close()
+		}
+	}
+}
