@@ -20,8 +20,9 @@ type CommitterConfig struct {
 	QueueMax int
 	// BatchEventsMax bounds the events of one batch, seal included
 	// (default BatchEventsMax, the server's default max_batch_size; at most
-	// CommitBatchEventsMax, and PipelineDepth times it stays below the
-	// span a seal may cover, so more than BatchEventsMax takes depth 1).
+	// CommitBatchEventsMax). Whatever the depth, fewer than recentMax
+	// events are ever unacknowledged, so that a seal names a head a
+	// verifier accepts: a batch that would pass it waits.
 	// Above BatchEventsMax the server's max_batch_size must allow it (the
 	// embedded server's does), or every batch is refused and the committer
 	// stops. One request still holds at most BatchEventsMax-1 events.
@@ -100,7 +101,7 @@ func (c *CommitterConfig) setDefaults() error {
 		c.PipelineDepth = 1
 	}
 	if c.PipelineDepth < 1 || c.PipelineDepth > PipelineDepthMax || c.QueueMax < 1 || c.BatchEventsMax < 2 || c.BatchEventsMax > CommitBatchEventsMax ||
-		(c.BatchEventsMax > BatchEventsMax && c.PipelineDepth*c.BatchEventsMax >= recentMax) || c.AggregateCacheMax < 1 ||
+		c.AggregateCacheMax < 1 ||
 		c.SealEvery < 1 || c.SealInterval <= 0 || c.LingerMax < 0 || c.LingerIdle < 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
 		return fmt.Errorf("committer config %+v: %w", *c, ErrInvalid)
 	}
@@ -526,6 +527,7 @@ func (c *committer) loop(head Head) {
 			full := st.next != nil || len(st.cur.recs) >= c.cfg.BatchEventsMax
 			switch {
 			case st.inFlightN >= c.cfg.PipelineDepth: // the pipeline is full: wait for an acknowledgement
+			case st.spanFull(): // a seal could point back too far: wait for an acknowledgement
 			case full || reqs == nil:
 				toSend = c.toSend
 			case st.inFlightN > 0:
@@ -712,6 +714,17 @@ func (st *loopState) unsealed() bool {
 		return false // the last seal is still in flight
 	}
 	return st.acked.ChainSeq > st.sealPos || st.sealedAt+1 < st.sealPos
+}
+
+// spanFull reports whether sending the batch being built would leave
+// recentMax events or more unacknowledged: a seal made before the next
+// acknowledgement would then name a head further back than a verifier
+// accepts (full batches at depth 4 and more, or big batches at depth 2),
+// and the audit would refuse it. Such a batch waits for an
+// acknowledgement; alone in flight it always goes (a batch is at most
+// CommitBatchEventsMax, below recentMax).
+func (st *loopState) spanFull() bool {
+	return st.inFlightN > 0 && st.tentative.ChainSeq-st.acked.ChainSeq >= recentMax
 }
 
 // addSeal starts a new batch with a Seal of the last acknowledged head.

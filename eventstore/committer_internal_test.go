@@ -27,3 +27,32 @@ func TestUnsealedCoversEventsInFlightAtTheSeal(t *testing.T) {
 		}
 	}
 }
+
+// TestSpanFullKeepsSealsWithinWhatAVerifierAccepts pins the rule that
+// holds a batch back: full batches of 1 000 at depth 8 go three at a time
+// behind the acknowledged head, not eight, so a seal made at any moment
+// names a head fewer than recentMax positions back (the verifier refuses
+// recentMax and more); a batch alone in flight always goes.
+func TestSpanFullKeepsSealsWithinWhatAVerifierAccepts(t *testing.T) {
+	st := &loopState{acked: Head{ChainSeq: 10}, tentative: Head{ChainSeq: 10}}
+	sent := 0
+	for sent < 8 {
+		st.tentative.ChainSeq += BatchEventsMax // the next full batch, built
+		if st.spanFull() {
+			break
+		}
+		st.inFlightN++
+		sent++
+	}
+	if sent != 3 {
+		t.Fatalf("%d full batches in flight before one is held, want 3", sent)
+	}
+	if span := st.tentative.ChainSeq - BatchEventsMax - st.acked.ChainSeq; span >= recentMax {
+		t.Fatalf("a seal now would point %d positions back, the verifier accepts fewer than %d", span, recentMax)
+	}
+	st.inFlightN = 0
+	st.tentative.ChainSeq = st.acked.ChainSeq + CommitBatchEventsMax
+	if st.spanFull() {
+		t.Fatal("a batch alone was held")
+	}
+}

@@ -25,9 +25,9 @@ const BatchEventsMax = 1000
 // max_batch_size allows it, as the embedded server's does. A server
 // commits an atomic batch at a fixed cost of several milliseconds on top
 // of its messages, so larger batches move more events a second
-// (docs/performance.md, "What Tresor's stream costs the server"). The
-// bound keeps a seal within the recentMax positions a verifier accepts
-// (a seal can point back over one batch in flight at depth 1): every
+// (docs/performance.md, "What Tresor's stream costs the server"). A
+// batch stays well below the recentMax positions a seal may point back
+// (the committer keeps fewer events than that unacknowledged): every
 // auditor already released reads a stream written with such batches.
 const CommitBatchEventsMax = 3 * BatchEventsMax
 

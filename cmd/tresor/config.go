@@ -211,7 +211,7 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	// whole blocks (docs/performance.md, "What Tresor's stream costs the
 	// server").
 	f.IntVar(&c.BatchEvents, "batch-events", eventstore.BatchEventsMax,
-		fmt.Sprintf("events in one atomic batch at most, 2..%d; above %d the server's max_batch_size must allow it (the embedded server's does) and --pipeline-depth must be 1 ($TRESOR_BATCH_EVENTS)",
+		fmt.Sprintf("events in one atomic batch at most, 2..%d; above %d the server's max_batch_size must allow it (the embedded server's does) ($TRESOR_BATCH_EVENTS)",
 			eventstore.CommitBatchEventsMax, eventstore.BatchEventsMax))
 	withEnv(f, "master-key-file", "seal-key-file", "abandon-after", "pipeline-depth", "batch-events")
 	f.BoolVar(&c.Snapshots, "snapshots", true, "start from the newest verified snapshot and take new ones; false replays the whole stream at every start ($TRESOR_SNAPSHOTS)")
@@ -272,9 +272,6 @@ func (c *Config) Validate() error {
 		return usagef("--pipeline-depth %d: a replicated stream (--replicas %d) refuses a fenced batch while the one before is replicating: want 1", c.PipelineDepth, c.Replicas)
 	case c.BatchEvents < 2 || c.BatchEvents > eventstore.CommitBatchEventsMax:
 		return usagef("--batch-events %d: want 2 to %d", c.BatchEvents, eventstore.CommitBatchEventsMax)
-	case c.BatchEvents > eventstore.BatchEventsMax && c.PipelineDepth > 1:
-		return usagef("--batch-events %d with --pipeline-depth %d: a seal would point further back than a verifier accepts: want depth 1 above %d events",
-			c.BatchEvents, c.PipelineDepth, eventstore.BatchEventsMax)
 	}
 	if c.AbandonAfter < time.Second {
 		return usagef("--abandon-after %s: at least 1s", c.AbandonAfter)

@@ -116,7 +116,6 @@ func TestBadInputExitsWithStatus2AndOneLine(t *testing.T) {
 		{"simulate", "--replicas", "3", "--pipeline-depth", "2"},
 		{"simulate", "--batch-events", "3001"},
 		{"simulate", "--batch-events", "1"},
-		{"simulate", "--batch-events", "2000", "--pipeline-depth", "2"},
 	} {
 		stdout, stderr, code := run(t, args...)
 		if code != 2 || stdout != "" || strings.Count(strings.TrimSpace(stderr), "\n") != 0 || !strings.HasPrefix(stderr, "tresor: ") {
