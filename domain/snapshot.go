@@ -198,12 +198,18 @@ type LedgerEncoder struct {
 	// one (0: not met yet).
 	strs  map[string]uint64
 	remap []uint64
+	// rules and ruleSetID: RuleSetID encodes the whole rule set, once.
+	rules     *RuleSet
+	ruleSetID string
 }
 
 // Encode encodes the ledger (see EncodeLedger). The bytes are the
 // encoder's: valid until its next Encode.
 func (e *LedgerEncoder) Encode(l *Ledger) ([]byte, error) {
-	s := ledgerJSON{Format: LedgerFormatVersion, RuleSet: RuleSetID(l.Rules), Settings: l.Settings,
+	if e.rules != l.Rules {
+		e.rules, e.ruleSetID = l.Rules, RuleSetID(l.Rules)
+	}
+	s := ledgerJSON{Format: LedgerFormatVersion, RuleSet: e.ruleSetID, Settings: l.Settings,
 		IdempotencyWindow: l.IdempotencyWindow, Now: unixNano(l.Now), Players: l.players}
 	for i, id := range sortedKeys(l.Accounts) {
 		e.step(i)
