@@ -171,6 +171,20 @@ func richWorld(t *testing.T) *world {
 	return w
 }
 
+// decoded returns the ledger decoded from l's snapshot: its keys packed.
+func decoded(tb testing.TB, l *Ledger) *Ledger {
+	tb.Helper()
+	b, err := EncodeLedger(l)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	got, err := DecodeLedger(l.Rules, b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return got
+}
+
 func TestLedgerSnapshotRoundTripsEveryField(t *testing.T) {
 	w := richWorld(t)
 	b, err := EncodeLedger(w.l)
@@ -310,18 +324,7 @@ func TestKeysAcrossASnapshotAreAnsweredAsByTheLedgerThatKeptThem(t *testing.T) {
 		w.given(Deposit{Player: fmt.Sprint("p", 1+i%2), Amount: Amount(100 + i), Key: fmt.Sprint("a", i)})
 		w.now = w.now.Add(time.Hour)
 	}
-	decoded := func(l *Ledger) *Ledger {
-		b, err := EncodeLedger(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := DecodeLedger(l.Rules, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	ledgers := []*Ledger{w.l, decoded(w.l)}
+	ledgers := []*Ledger{w.l, decoded(t, w.l)}
 	for step := range 150 {
 		i := step % 40
 		cmds := []Command{
@@ -349,7 +352,7 @@ func TestKeysAcrossASnapshotAreAnsweredAsByTheLedgerThatKeptThem(t *testing.T) {
 			}
 		}
 		if step == 30 {
-			ledgers = append(ledgers, decoded(ledgers[1]))
+			ledgers = append(ledgers, decoded(t, ledgers[1]))
 		}
 		if step%10 == 0 || step == 149 {
 			want, err := EncodeLedger(w.l)
@@ -391,14 +394,7 @@ func TestALedgerEncoderKeptAcrossSnapshotsWritesWhatEncodeLedgerWrites(t *testin
 	for i := range keys {
 		deposit(i)
 	}
-	b, err := EncodeLedger(w.l)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := DecodeLedger(w.l.Rules, b)
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := decoded(t, w.l)
 	pauses := 0
 	enc := LedgerEncoder{Pause: func() { pauses++ }}
 	for round := range 3 {
