@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math/bits"
-	"runtime"
+	"slices"
 	"time"
 )
 
@@ -297,58 +297,104 @@ func (l *Ledger) eachKey(f func(idemKey, *KeyRecord)) {
 	}
 }
 
-// keysBetweenYields is how many keys packKeys writes (a few tenths of a
-// millisecond) before it lets the goroutines waiting for its processor
-// run: a snapshot is encoded beside the writer, on 2 cores, and the
-// scheduler would otherwise preempt it only after 10 ms, a delay a
-// command may meet at each of the goroutines it goes through
-// (docs/performance.md, "Latency while a snapshot is taken").
+// keysBetweenYields is how many keys (accounts, plays) an encoder without
+// Pause writes (a few tenths of a millisecond) before it lets the
+// goroutines waiting for its processor run: a snapshot is encoded beside
+// the writer, on 2 cores, and the scheduler would otherwise preempt it only
+// after 10 ms, a delay a command may meet at each of the goroutines it goes
+// through (docs/performance.md, "Latency while a snapshot is taken").
 const keysBetweenYields = 2048
 
-// packKeys writes the keys still remembered, in the order they expire:
-// the strings they share (requests, emissions, blocks, bans), the time
-// the keys' times are written from, their count, then for each its
+// packKeys appends to e.out the keys still remembered, in the order they
+// expire: the strings they share (requests, emissions, blocks, bans), the
+// time the keys' times are written from, their count, then for each its
 // player (1 + its interned index, 0 for none), kind (its index in
 // keyKinds), client key, request, time, play (1 + its block's string then
 // its unit, or 0 then the id as it is, for an id PlayID did not write),
 // balance, emission, opened block, throw and ban. Strings are written as
-// their index; client keys, unique, as they are.
-func packKeys(l *Ledger) ([]byte, error) {
-	strs := map[string]uint64{}
-	var table []byte
-	// About 30 bytes a key (docs/snapshots.md): one allocation, not a
-	// doubling and a copy every few thousand keys.
-	body := make([]byte, 0, 32*(l.packed.live+len(l.keyQueue)))
+// their index, in the order first met; client keys, unique, as they are.
+//
+// The keys of the snapshot the ledger started from are copied field by
+// field from their packed form, never decoded into records: the same
+// bytes as the records would give (their strings interned in the same
+// order), without an allocation per key.
+func (e *LedgerEncoder) packKeys(l *Ledger) error {
+	if e.strs == nil {
+		e.strs = map[string]uint64{}
+	}
+	clear(e.strs)
+	e.table, e.body = e.table[:0], e.body[:0]
 	str := func(s string) uint64 {
-		i, ok := strs[s]
+		i, ok := e.strs[s]
 		if !ok {
-			i = uint64(len(strs))
-			strs[s] = i
-			table = binary.AppendUvarint(table, uint64(len(s)))
-			table = append(table, s...)
+			i = uint64(len(e.strs))
+			e.strs[s] = i
+			e.table = binary.AppendUvarint(e.table, uint64(len(s)))
+			e.table = append(e.table, s...)
 		}
 		return i
 	}
-	plain := func(s string) {
-		body = binary.AppendUvarint(body, uint64(len(s)))
-		body = append(body, s...)
+	p := &l.packed
+	e.remap = slices.Grow(e.remap[:0], len(p.strs))[:len(p.strs)]
+	clear(e.remap)
+	packed := func(i uint64) uint64 {
+		if e.remap[i] == 0 {
+			e.remap[i] = str(p.strs[i]) + 1
+		}
+		return e.remap[i] - 1
 	}
-	u := func(v uint64) { body = binary.AppendUvarint(body, v) }
-	n, base, first := 0, int64(0), true
-	var err error
-	l.eachKey(func(k idemKey, r *KeyRecord) {
-		if first {
-			base, first = r.At.UnixNano(), false
+	plain := func(s []byte) {
+		e.body = binary.AppendUvarint(e.body, uint64(len(s)))
+		e.body = append(e.body, s...)
+	}
+	u := func(v uint64) { e.body = binary.AppendUvarint(e.body, v) }
+	n, base := 0, int64(0)
+	// at writes a key's time, the first key's being the base.
+	at := func(t int64) {
+		if n == 0 {
+			base = t
 		}
 		n++
-		if n%keysBetweenYields == 0 {
-			runtime.Gosched()
+		e.body = binary.AppendVarint(e.body, t-base)
+	}
+	r := keyReader{b: p.b, off: p.head}
+	for i := range p.live {
+		e.step(i)
+		k := r.read()
+		u(k.player)
+		u(k.kind)
+		plain(k.key)
+		u(packed(k.request))
+		at(p.base + k.at)
+		switch {
+		case k.playBlock > 0 && p.strs[k.playBlock-1] != "" && k.playUnit <= playUnitMax:
+			u(packed(k.playBlock-1) + 1)
+			u(uint64(k.playUnit))
+		case k.playBlock > 0:
+			// An id ParsePlayID would not read back: as it is.
+			u(0)
+			plain([]byte(PlayID(p.strs[k.playBlock-1], k.playUnit)))
+		default:
+			e.play(str, string(k.play))
 		}
+		e.body = binary.AppendVarint(e.body, k.balance)
+		u(packed(k.emission))
+		u(packed(k.opened))
+		u(k.throw)
+		u(packed(k.ban))
+	}
+	var err error
+	for i, k := range l.keyQueue {
+		r := l.keys[k]
+		if r == nil {
+			continue
+		}
+		e.step(i)
 		player, ok := uint64(0), k.player == ""
 		if !ok {
-			var i uint32
-			i, ok = l.playerIdx[k.player]
-			player = uint64(i) + 1
+			var idx uint32
+			idx, ok = l.playerIdx[k.player]
+			player = uint64(idx) + 1
 		}
 		kind := uint64(0)
 		for kind < uint64(len(keyKinds)) && keyKinds[kind] != k.kind {
@@ -356,35 +402,45 @@ func packKeys(l *Ledger) ([]byte, error) {
 		}
 		if !ok || kind == uint64(len(keyKinds)) {
 			err = fmt.Errorf("encode ledger: key %q of %s %q: unknown player or kind", k.key, k.kind, k.player)
-			return
+			break
 		}
 		u(player)
 		u(kind)
-		plain(k.key)
+		e.body = binary.AppendUvarint(e.body, uint64(len(k.key)))
+		e.body = append(e.body, k.key...)
 		u(str(r.Request))
-		body = binary.AppendVarint(body, r.At.UnixNano()-base)
-		// An id ParsePlayID reads (six digits after the last -U) is the
-		// one PlayID writes of its block and unit.
-		if block, unit, ok := ParsePlayID(r.Play); ok {
-			u(str(block) + 1)
-			u(uint64(unit))
-		} else {
-			u(0)
-			plain(r.Play)
-		}
-		body = binary.AppendVarint(body, int64(r.Balance))
+		at(r.At.UnixNano())
+		e.play(str, r.Play)
+		e.body = binary.AppendVarint(e.body, int64(r.Balance))
 		u(str(r.Emission))
 		u(str(r.OpenedBlock))
 		u(uint64(r.Throw))
 		u(str(r.Ban))
-	})
-	if err != nil {
-		return nil, err
 	}
-	out := make([]byte, 0, 3*binary.MaxVarintLen64+len(table)+len(body))
-	out = binary.AppendUvarint(out, uint64(len(strs)))
-	out = append(out, table...)
-	out = binary.AppendVarint(out, base)
-	out = binary.AppendUvarint(out, uint64(n))
-	return append(out, body...), nil
+	if err != nil {
+		return err
+	}
+	e.out = binary.AppendUvarint(e.out, uint64(len(e.strs)))
+	e.out = append(e.out, e.table...)
+	e.out = binary.AppendVarint(e.out, base)
+	e.out = binary.AppendUvarint(e.out, uint64(n))
+	e.out = append(e.out, e.body...)
+	return nil
+}
+
+// playUnitMax is the largest unit PlayID writes in the six digits
+// ParsePlayID reads back.
+const playUnitMax = 999_999
+
+// play writes a key's play: an id ParsePlayID reads (six digits after the
+// last -U) is the one PlayID writes of its block and unit.
+func (e *LedgerEncoder) play(str func(string) uint64, id string) {
+	if block, unit, ok := ParsePlayID(id); ok {
+		e.body = binary.AppendUvarint(e.body, str(block)+1)
+		e.body = binary.AppendUvarint(e.body, uint64(unit))
+		return
+	}
+	e.body = binary.AppendUvarint(e.body, 0)
+	e.body = binary.AppendUvarint(e.body, uint64(len(id)))
+	e.body = append(e.body, id...)
 }

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -172,9 +173,46 @@ func fromUnixNano(n int64) time.Time {
 // the same ledger always gives the same bytes. They are a JSON object, a
 // newline, then the keys still remembered, packed (packKeys).
 func EncodeLedger(l *Ledger) ([]byte, error) {
-	s := ledgerJSON{Format: LedgerFormatVersion, RuleSet: RuleSetID(l.Rules), Settings: l.Settings,
+	var e LedgerEncoder
+	return e.Encode(l)
+}
+
+// LedgerEncoder writes what EncodeLedger writes, into buffers it keeps from
+// one encoding to the next, and lets its caller pace it. A writer that
+// takes a snapshot every few minutes beside its commands thus allocates
+// next to nothing for it: EncodeLedger allocates about five times the
+// snapshot's size (50 MB for 10 MB), and each such burst brought a garbage
+// collection forward, under the commands (docs/performance.md, "Taken
+// quietly"). The zero value is ready; it is not safe for concurrent use.
+type LedgerEncoder struct {
+	// Pause, when set, is called between steps of the encoding (a few
+	// hundred keys or accounts, tenths of a millisecond): the caller may
+	// wait there, so that the encoding takes no more than its share of a
+	// processor. Without it the encoding only lets the goroutines waiting
+	// for its processor run now and then.
+	Pause func()
+
+	out, table, body []byte
+	// strs interns the keys' shared strings; remap is, for each string
+	// of the snapshot the ledger started from, its index in strs plus
+	// one (0: not met yet).
+	strs  map[string]uint64
+	remap []uint64
+	// rules and ruleSetID: RuleSetID encodes the whole rule set, once.
+	rules     *RuleSet
+	ruleSetID string
+}
+
+// Encode encodes the ledger (see EncodeLedger). The bytes are the
+// encoder's: valid until its next Encode.
+func (e *LedgerEncoder) Encode(l *Ledger) ([]byte, error) {
+	if e.rules != l.Rules {
+		e.rules, e.ruleSetID = l.Rules, RuleSetID(l.Rules)
+	}
+	s := ledgerJSON{Format: LedgerFormatVersion, RuleSet: e.ruleSetID, Settings: l.Settings,
 		IdempotencyWindow: l.IdempotencyWindow, Now: unixNano(l.Now), Players: l.players}
-	for _, id := range sortedKeys(l.Accounts) {
+	for i, id := range sortedKeys(l.Accounts) {
+		e.step(i)
 		s.Accounts = append(s.Accounts, encodeAccount(l.Accounts[id]))
 	}
 	for _, id := range l.emissionOrder {
@@ -193,20 +231,54 @@ func EncodeLedger(l *Ledger) ([]byte, error) {
 	for _, price := range sortedKeys(l.openBlock) {
 		s.OpenBlocks = append(s.OpenBlocks, openBlockJSON{Price: price, Block: l.openBlock[price]})
 	}
-	for _, id := range sortedKeys(l.Plays) {
+	for i, id := range sortedKeys(l.Plays) {
+		e.step(i)
 		p := l.Plays[id]
 		s.Plays = append(s.Plays, playJSON{ID: p.ID, Player: p.Player, Block: p.Block, Unit: p.Unit, Tier: p.Tier,
 			Stake: p.Stake, Salt: p.Salt[:], Throws: p.Throws, LastActivity: unixNano(p.LastActivity)})
 	}
-	keys, err := packKeys(l)
-	if err != nil {
+	e.pause()
+	// json.Encoder writes what json.Marshal does (HTML escaped alike),
+	// then the newline that ends the JSON, straight into the buffer kept.
+	e.out = e.out[:0]
+	if err := json.NewEncoder((*appender)(&e.out)).Encode(s); err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(s)
-	if err != nil {
+	if err := e.packKeys(l); err != nil {
 		return nil, err
 	}
-	return slices.Concat(b, []byte{'\n'}, keys), nil
+	return e.out, nil
+}
+
+// stepsBetweenPauses is how many keys, accounts or plays the encoder
+// writes between two calls of Pause: a few tenths of a millisecond.
+const stepsBetweenPauses = 256
+
+// step is the encoder's i-th step of a section: every stepsBetweenPauses
+// it calls Pause or, without one, every keysBetweenYields it lets the
+// goroutines waiting for its processor run.
+func (e *LedgerEncoder) step(i int) {
+	switch {
+	case e.Pause != nil && i%stepsBetweenPauses == stepsBetweenPauses-1:
+		e.Pause()
+	case e.Pause == nil && i%keysBetweenYields == keysBetweenYields-1:
+		runtime.Gosched()
+	}
+}
+
+// pause calls Pause, between two sections.
+func (e *LedgerEncoder) pause() {
+	if e.Pause != nil {
+		e.Pause()
+	}
+}
+
+// appender is an io.Writer that appends to a byte slice.
+type appender []byte
+
+func (a *appender) Write(p []byte) (int, error) {
+	*a = append(*a, p...)
+	return len(p), nil
 }
 
 func encodeAccount(a *Account) accountJSON {

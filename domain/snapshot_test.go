@@ -171,6 +171,20 @@ func richWorld(t *testing.T) *world {
 	return w
 }
 
+// decoded returns the ledger decoded from l's snapshot: its keys packed.
+func decoded(tb testing.TB, l *Ledger) *Ledger {
+	tb.Helper()
+	b, err := EncodeLedger(l)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	got, err := DecodeLedger(l.Rules, b)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return got
+}
+
 func TestLedgerSnapshotRoundTripsEveryField(t *testing.T) {
 	w := richWorld(t)
 	b, err := EncodeLedger(w.l)
@@ -310,18 +324,7 @@ func TestKeysAcrossASnapshotAreAnsweredAsByTheLedgerThatKeptThem(t *testing.T) {
 		w.given(Deposit{Player: fmt.Sprint("p", 1+i%2), Amount: Amount(100 + i), Key: fmt.Sprint("a", i)})
 		w.now = w.now.Add(time.Hour)
 	}
-	decoded := func(l *Ledger) *Ledger {
-		b, err := EncodeLedger(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got, err := DecodeLedger(l.Rules, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	ledgers := []*Ledger{w.l, decoded(w.l)}
+	ledgers := []*Ledger{w.l, decoded(t, w.l)}
 	for step := range 150 {
 		i := step % 40
 		cmds := []Command{
@@ -349,7 +352,7 @@ func TestKeysAcrossASnapshotAreAnsweredAsByTheLedgerThatKeptThem(t *testing.T) {
 			}
 		}
 		if step == 30 {
-			ledgers = append(ledgers, decoded(ledgers[1]))
+			ledgers = append(ledgers, decoded(t, ledgers[1]))
 		}
 		if step%10 == 0 || step == 149 {
 			want, err := EncodeLedger(w.l)
@@ -369,5 +372,60 @@ func TestKeysAcrossASnapshotAreAnsweredAsByTheLedgerThatKeptThem(t *testing.T) {
 	}
 	if n := len(keysOf(w.l)); n == 0 || n >= 150+40 {
 		t.Fatalf("%d keys remembered at the end: none expired, or all", n)
+	}
+}
+
+// TestALedgerEncoderKeptAcrossSnapshotsWritesWhatEncodeLedgerWrites: the
+// writer's snapshotter keeps one encoder, its buffers reused, for a ledger
+// that started from a snapshot (keys packed) and records new keys. Each of
+// its encodings is byte for byte EncodeLedger's, it pauses as it goes, and
+// it allocates nothing per key: a snapshot every few minutes would
+// otherwise bring a garbage collection forward under the writer's
+// commands.
+func TestALedgerEncoderKeptAcrossSnapshotsWritesWhatEncodeLedgerWrites(t *testing.T) {
+	w := newWorld(t)
+	w.given(ConfigureAccount{Player: "p1", DepositLimit: amt("100000"), StakeLimit: amt("100000")},
+		ConfigureAccount{Player: "p2", DepositLimit: amt("100000"), StakeLimit: amt("100000")})
+	const keys = 3000
+	deposit := func(i int) {
+		w.given(Deposit{Player: fmt.Sprint("p", 1+i%2), Amount: 1, Key: fmt.Sprint("k", i)})
+		w.now = w.now.Add(time.Second)
+	}
+	for i := range keys {
+		deposit(i)
+	}
+	l := decoded(t, w.l)
+	pauses := 0
+	enc := LedgerEncoder{Pause: func() { pauses++ }}
+	for round := range 3 {
+		for i := range 100 {
+			from := len(w.log)
+			deposit(keys + 100*round + i)
+			for _, r := range w.log[from:] {
+				if err := l.Evolve(r.at, r.e); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		want, err := EncodeLedger(w.l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pauses = 0
+		have, err := enc.Encode(l)
+		if err != nil || !bytes.Equal(have, want) {
+			t.Fatalf("round %d: the encoder kept writes %d bytes, EncodeLedger %d (%v)", round, len(have), len(want), err)
+		}
+		if pauses < keys/stepsBetweenPauses {
+			t.Fatalf("round %d: %d pauses for %d keys, want one every %d", round, pauses, keys, stepsBetweenPauses)
+		}
+	}
+	allocs := testing.AllocsPerRun(3, func() {
+		if _, err := enc.Encode(l); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs > 100 {
+		t.Fatalf("an encoding of %d keys allocates %.0f times, want no allocation per key", keys, allocs)
 	}
 }

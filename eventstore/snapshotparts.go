@@ -118,14 +118,39 @@ func (w *PartWriter) flush() error {
 	if len(w.buf) == 0 {
 		return nil
 	}
+	err := w.put(w.buf)
+	w.buf = w.buf[:0]
+	return err
+}
+
+// writeWhole stores data, held whole by the caller until it returns, as
+// parts taken from it in place: a snapshot of 10 MB is not copied into a
+// buffer grown to its size (allocations that bring a garbage collection
+// forward, under the writer's commands).
+func (w *PartWriter) writeWhole(data []byte) error {
+	if err := w.flush(); err != nil {
+		return err
+	}
+	for len(data) > 0 {
+		n := min(len(data), w.max)
+		if err := w.put(data[:n]); err != nil {
+			return err
+		}
+		data = data[n:]
+	}
+	return nil
+}
+
+// put stores data as the next part and waits for the server to
+// acknowledge it.
+func (w *PartWriter) put(data []byte) error {
 	i := len(w.manifest.Parts)
 	name := partName(w.name, w.manifest.ID, i)
-	if _, err := w.s.os.Put(w.ctx, jetstream.ObjectMeta{Name: name}, &pacedReader{w: w, data: w.buf}); err != nil {
+	if _, err := w.s.os.Put(w.ctx, jetstream.ObjectMeta{Name: name}, &pacedReader{w: w, data: data}); err != nil {
 		return fmt.Errorf("put snapshot part %s: %w", name, err)
 	}
-	w.manifest.Parts = append(w.manifest.Parts, snapshotPart{Bytes: len(w.buf), MAC: w.s.partMAC(w.name, w.manifest.ID, i, w.buf)})
-	w.manifest.Bytes += len(w.buf)
-	w.buf = w.buf[:0]
+	w.manifest.Parts = append(w.manifest.Parts, snapshotPart{Bytes: len(data), MAC: w.s.partMAC(w.name, w.manifest.ID, i, data)})
+	w.manifest.Bytes += len(data)
 	return nil
 }
 

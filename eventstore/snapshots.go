@@ -163,10 +163,7 @@ func (s *Snapshots) legacyMAC(meta, data []byte) string {
 
 // Put stores data as a snapshot described by meta (see PutParts).
 func (s *Snapshots) Put(ctx context.Context, meta SnapshotMeta, data []byte) error {
-	return s.PutParts(ctx, meta, func(w *PartWriter) error {
-		_, err := w.Write(data)
-		return err
-	})
+	return s.PutParts(ctx, meta, func(w *PartWriter) error { return w.writeWhole(data) })
 }
 
 // objectStreamPrefix names the stream of an Object Store bucket, as the
@@ -310,10 +307,7 @@ func (s *Snapshots) Slot(kind, chain string, format int, ruleSet string) *Snapsh
 // Save stores data, the state after the event at stream sequence seq (see
 // SaveParts).
 func (sl *SnapshotSlot) Save(ctx context.Context, seq uint64, data []byte) error {
-	return sl.SaveParts(ctx, seq, func(w *PartWriter) error {
-		_, err := w.Write(data)
-		return err
-	})
+	return sl.SaveParts(ctx, seq, func(w *PartWriter) error { return w.writeWhole(data) })
 }
 
 // SaveParts stores what write writes, the state after the event at stream
