@@ -285,3 +285,63 @@ func TestPipelineForkReported(t *testing.T) {
 	}
 	t.Logf("%d requests committed on the fork, each answered ErrIntegrity", len(onStream))
 }
+
+// sendWatch is a MaySend that holds the first batch back for a while (so
+// that the next request reaches the committer while it is in flight) and
+// records, for each batch sent, how many batches were acknowledged then.
+type sendWatch struct {
+	c     eventstore.Committer
+	hold  time.Duration
+	acked chan uint64
+}
+
+func (w *sendWatch) maySend() error {
+	n := w.c.Stats().Batches
+	if len(w.acked) == 0 && n == 0 {
+		time.Sleep(w.hold)
+	}
+	w.acked <- n
+	return nil
+}
+
+// TestPipelinePartialBatchFollowsWhenUnsaturated has a lone request come
+// while a batch is in flight on an idle committer at depth 2: it goes at
+// once, behind that batch, without waiting for its acknowledgement; at
+// depth 1 it waits. Both requests commit in order.
+func TestPipelinePartialBatchFollowsWhenUnsaturated(t *testing.T) {
+	for _, c := range []struct {
+		depth      int
+		wantBehind bool
+	}{{2, true}, {1, false}} {
+		t.Run(fmt.Sprintf("depth%d", c.depth), func(t *testing.T) {
+			ctx := eventstoretest.Ctx(t, 30*time.Second)
+			s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+			w := &sendWatch{hold: 100 * time.Millisecond, acked: make(chan uint64, 2)}
+			cm, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{PipelineDepth: c.depth, BatchEventsMax: 100, MaySend: w.maySend})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cm.Close()
+			w.c = cm
+			results := submitAll(t, cm, 0, 2, func(k int) eventstore.AppendRequest {
+				if k == 1 {
+					time.Sleep(20 * time.Millisecond) // the first batch is with the sender
+				}
+				return pipeRequest(k)
+			})
+			first, second := <-w.acked, <-w.acked
+			if first != 0 {
+				t.Fatalf("first batch sent with %d acknowledged", first)
+			}
+			if behind := second == 0; behind != c.wantBehind {
+				t.Fatalf("second request sent with %d batch(es) acknowledged: behind the first %t, want %t", second, behind, c.wantBehind)
+			}
+			if n := requireLinearPrefix(t, s, results); n != 2 {
+				t.Fatalf("stream holds %d requests, want 2", n)
+			}
+			if st := cm.Stats(); st.Batches != 2 {
+				t.Fatalf("%d batches, want 2 (one per request)", st.Batches)
+			}
+		})
+	}
+}
