@@ -486,11 +486,6 @@ type loopState struct {
 	lastCommit time.Duration        // how long the last batch took to commit
 	expected   int                  // events worth waiting for before sending (see LingerMax)
 	failed     error                // fatal error: answer everything with it
-	// The send policy behind batches in flight (mayFollow).
-	addedN     uint64    // requests' events added to batches so far
-	sentMarks  []uint64  // addedN when each batch in flight was handed over, oldest first
-	lastSentAt time.Time // when the last batch was handed over
-	arrived    int       // events added while the last acknowledged batch was out
 }
 
 // loop batches requests, hashes them onto the chain, hands batches to the
@@ -536,23 +531,12 @@ func (c *committer) loop(head Head) {
 			case full || reqs == nil:
 				toSend = c.toSend
 			case st.inFlightN > 0:
-				// A saturated committer sends only a full batch behind
-				// those in flight: a partial one waits for an
-				// acknowledgement, as at depth 1, and gathers what arrives
-				// meanwhile. Sending it at once splits a busy server's
-				// load into small batches, each paying the server's
-				// per-batch cost (measured: 0.34 of the yardstick at depth
-				// 4 against 0.65 at depth 1). Below saturation that cost
-				// is paid from idle time, and a partial batch follows the
-				// last one sent once that one has been out half a commit:
-				// its requests no longer wait for the acknowledgement, the
-				// linger and a round trip before their own commit starts.
-				if wait, ok := st.mayFollow(c.cfg, now); ok {
-					toSend = c.toSend
-				} else if wait > 0 {
-					lingerT.Reset(wait)
-					linger = lingerT.C
-				}
+				// Only a full batch follows those in flight: a partial one
+				// waits for an acknowledgement, as at depth 1, and gathers
+				// what arrives meanwhile. Sending it at once splits a busy
+				// server's load into small batches, each paying the
+				// server's per-batch cost (measured: 0.34 of the yardstick
+				// at depth 4 against 0.65 at depth 1).
 			case len(st.cur.recs) >= st.expected || wait <= 0:
 				toSend = c.toSend
 			default:
@@ -595,8 +579,6 @@ func (c *committer) loop(head Head) {
 		case a := <-c.acks:
 			st.inFlightN--
 			st.lastCommit = time.Since(a.b.sentAt)
-			st.arrived = int(st.addedN - st.sentMarks[0])
-			st.sentMarks = st.sentMarks[1:]
 			// A full batch goes to the sender (which is waiting for it)
 			// before the acknowledged requests are answered.
 			if a.err == nil && st.failed == nil && st.cur != nil &&
@@ -644,8 +626,6 @@ func (c *committer) newBatch() *batch {
 func (c *committer) handedOver(st *loopState) {
 	st.inFlightN++
 	st.cur.sentAt = time.Now()
-	st.lastSentAt = st.cur.sentAt
-	st.sentMarks = append(st.sentMarks, st.addedN)
 	st.cur = nil
 }
 
@@ -670,7 +650,6 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 	for i := range p.req.Events {
 		st.inFlight[p.req.Events[i].Aggregate]++
 	}
-	st.addedN += uint64(len(p.req.Events))
 	return true
 }
 
@@ -736,30 +715,6 @@ func (st *loopState) unsealed() bool {
 	}
 	return st.acked.ChainSeq > st.sealPos || st.sealedAt+1 < st.sealPos
 }
-
-// mayFollow reports whether the partial batch being built may go now,
-// behind the batches in flight; if not, wait > 0 is how long until it may
-// (wait 0: only an acknowledgement lets it go). It may only when the
-// pipeline is deeper than 1, when the committer is not saturated (fewer
-// than saturatedShare of BatchEventsMax events arrived while the last
-// acknowledged batch was out: at saturation a batch fills during one
-// commit), and once the last batch sent has been out half the last commit
-// time, so that batches go at most about twice per commit and still
-// gather what arrives.
-func (st *loopState) mayFollow(cfg CommitterConfig, now time.Time) (wait time.Duration, ok bool) {
-	if cfg.PipelineDepth < 2 || st.arrived*saturatedShare >= cfg.BatchEventsMax {
-		return 0, false
-	}
-	wait = st.lastCommit/2 - now.Sub(st.lastSentAt)
-	if wait > 0 {
-		return wait, false
-	}
-	return 0, true
-}
-
-// saturatedShare: a committer is saturated when more than 1/saturatedShare
-// of a full batch arrived during the last commit (see mayFollow).
-const saturatedShare = 2
 
 // spanFull reports whether sending the batch being built would leave
 // recentMax events or more unacknowledged: a seal made before the next

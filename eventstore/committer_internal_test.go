@@ -1,9 +1,6 @@
 package eventstore
 
-import (
-	"testing"
-	"time"
-)
+import "testing"
 
 // TestUnsealedCoversEventsInFlightAtTheSeal pins the rule that decides
 // whether a seal is needed. The case that once went wrong: the interval
@@ -57,33 +54,5 @@ func TestSpanFullKeepsSealsWithinWhatAVerifierAccepts(t *testing.T) {
 	st.tentative.ChainSeq = st.acked.ChainSeq + CommitBatchEventsMax
 	if st.spanFull() {
 		t.Fatal("a batch alone was held")
-	}
-}
-
-// TestMayFollowOnlyBelowSaturation pins when a partial batch goes behind
-// the batches in flight: never at depth 1; at depth 2 and more only when
-// fewer than half a full batch arrived during the last commit, and once
-// the last batch sent has been out half that commit.
-func TestMayFollowOnlyBelowSaturation(t *testing.T) {
-	now := time.Now()
-	for _, c := range []struct {
-		name     string
-		depth    int
-		arrived  int
-		out      time.Duration // since the last batch was sent
-		wantOK   bool
-		wantWait time.Duration
-	}{
-		{"depth 1 waits for the acknowledgement", 1, 0, time.Hour, false, 0},
-		{"idle: goes", 2, 10, 3 * time.Millisecond, true, 0},
-		{"idle, the last batch just sent: waits half a commit", 2, 10, time.Millisecond, false, time.Millisecond},
-		{"saturated (half a batch arrived during a commit): waits for the acknowledgement", 2, 500, time.Hour, false, 0},
-		{"just below saturation: goes", 4, 499, 3 * time.Millisecond, true, 0},
-	} {
-		st := &loopState{arrived: c.arrived, lastCommit: 4 * time.Millisecond, lastSentAt: now.Add(-c.out), inFlightN: 1}
-		wait, ok := st.mayFollow(CommitterConfig{PipelineDepth: c.depth, BatchEventsMax: 1000}, now)
-		if ok != c.wantOK || wait != c.wantWait {
-			t.Errorf("%s: mayFollow = %s, %t; want %s, %t", c.name, wait, ok, c.wantWait, c.wantOK)
-		}
 	}
 }
