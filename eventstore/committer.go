@@ -119,6 +119,23 @@ type AppendResult struct {
 	// Err is nil on success; otherwise nothing of the request was written
 	// (or, for ErrOutcomeUnknown, it is not known).
 	Err error
+	// Timing splits the request's time in the committer; set on success.
+	Timing AppendTiming
+}
+
+// AppendTiming is where an acknowledged request spent its time in the
+// committer: together, from Submit to its answer.
+type AppendTiming struct {
+	// Queued is from Submit to joining a batch: the committer's loop was
+	// busy (hashing, encoding, answering) or the batch was full.
+	Queued time.Duration
+	// Held is from joining a batch to its handover to the sender: waiting
+	// for the batch in flight (at depth 1, or for a full pipeline) and the
+	// linger (CommitterConfig.LingerMax).
+	Held time.Duration
+	// Committed is from the handover to the acknowledgement: the server's
+	// commit (its fsync) and the round trip.
+	Committed time.Duration
 }
 
 // Committer merges concurrent append requests of one chain into atomic
@@ -182,9 +199,11 @@ type CommitterStats struct {
 
 // pending is one submitted request on its way through the committer.
 type pending struct {
-	req  AppendRequest
-	done func(AppendResult)
-	recs int // index of its first event in the batch
+	req   AppendRequest
+	done  func(AppendResult)
+	recs  int       // index of its first event in the batch
+	at    time.Time // when it was submitted
+	added time.Time // when it joined a batch
 }
 
 // batch is a built, hashed batch on its way to the sender.
@@ -313,7 +332,7 @@ func (c *committer) Submit(ctx context.Context, req AppendRequest) <-chan Append
 
 // SubmitFunc implements Committer.
 func (c *committer) SubmitFunc(ctx context.Context, req AppendRequest, done func(AppendResult)) {
-	p := &pending{req: req, done: done}
+	p := &pending{req: req, done: done, at: time.Now()}
 	// An append never exceeds what a reader accepts (its marker counts at
 	// most BatchEventsMax-1 events after the first), whatever the batch.
 	if err := c.store.validateRequest(c.chain, &req, min(c.cfg.BatchEventsMax, BatchEventsMax)-1); err != nil {
@@ -646,6 +665,7 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 	p.recs = len(st.cur.recs)
 	c.record(st, p.req.Events)
 	st.arrivedAt = time.Now()
+	p.added = st.arrivedAt
 	st.cur.members = append(st.cur.members, p)
 	for i := range p.req.Events {
 		st.inFlight[p.req.Events[i].Aggregate]++
@@ -761,8 +781,10 @@ func (c *committer) acked(st *loopState, a sent) {
 		}
 		return
 	}
+	ackedAt := a.b.sentAt.Add(st.lastCommit)
 	for _, p := range a.b.members {
-		answer(p, a.seqs[p.recs:p.recs+len(p.req.Events)], nil)
+		p.done(AppendResult{Sequences: a.seqs[p.recs : p.recs+len(p.req.Events)],
+			Timing: AppendTiming{Queued: p.added.Sub(p.at), Held: a.b.sentAt.Sub(p.added), Committed: ackedAt.Sub(a.b.sentAt)}})
 	}
 	last := a.b.recs[len(a.b.recs)-1]
 	st.acked = Head{Sequence: a.seqs[len(a.seqs)-1], ChainSeq: last.ChainSeq, Hash: last.Hash}

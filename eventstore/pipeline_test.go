@@ -285,3 +285,64 @@ func TestPipelineForkReported(t *testing.T) {
 	}
 	t.Logf("%d requests committed on the fork, each answered ErrIntegrity", len(onStream))
 }
+
+// TestAppendTimingSplitsARequestsTime holds the first batch with the
+// sender for a while (MaySend), so that a second request waits for it in
+// the batch being built: its answer tells that wait (Held), the first's
+// tells its long commit (Committed), and neither adds up to more than its
+// caller saw.
+func TestAppendTimingSplitsARequestsTime(t *testing.T) {
+	const hold = 100 * time.Millisecond
+	ctx := eventstoretest.Ctx(t, 30*time.Second)
+	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	w := &sendWatch{hold: hold, acked: make(chan uint64, 2)}
+	cm, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{BatchEventsMax: 100, MaySend: w.maySend})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cm.Close()
+	w.c = cm
+	start := time.Now()
+	first := cm.Submit(ctx, pipeRequest(0))
+	time.Sleep(20 * time.Millisecond) // the first batch is with the sender
+	secondAt := time.Now()
+	r2 := <-cm.Submit(ctx, pipeRequest(1))
+	secondTook := time.Since(secondAt)
+	r1 := <-first
+	firstTook := time.Since(start)
+	if r1.Err != nil || r2.Err != nil {
+		t.Fatal(r1.Err, r2.Err)
+	}
+	for i, c := range []struct {
+		tm   eventstore.AppendTiming
+		took time.Duration
+	}{{r1.Timing, firstTook}, {r2.Timing, secondTook}} {
+		if sum := c.tm.Queued + c.tm.Held + c.tm.Committed; c.tm.Queued < 0 || c.tm.Held < 0 || c.tm.Committed <= 0 || sum > c.took {
+			t.Fatalf("request %d: timing %+v (sum %s) against %s seen by its caller", i, c.tm, sum, c.took)
+		}
+	}
+	if r1.Timing.Committed < hold {
+		t.Fatalf("first request: committed in %s, but its batch was held %s with the sender", r1.Timing.Committed, hold)
+	}
+	if r2.Timing.Held < hold/2 {
+		t.Fatalf("second request: %s in its batch, but the first was in flight ~%s more", r2.Timing.Held, hold-20*time.Millisecond)
+	}
+}
+
+// sendWatch is a MaySend that holds the first batch back for a while (so
+// that the next request reaches the committer while it is in flight) and
+// records, for each batch sent, how many batches were acknowledged then.
+type sendWatch struct {
+	c     eventstore.Committer
+	hold  time.Duration
+	acked chan uint64
+}
+
+func (w *sendWatch) maySend() error {
+	n := w.c.Stats().Batches
+	if len(w.acked) == 0 && n == 0 {
+		time.Sleep(w.hold)
+	}
+	w.acked <- n
+	return nil
+}

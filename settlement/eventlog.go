@@ -94,7 +94,8 @@ func (l *EventLog) Append(ctx context.Context, recs []Record, done func(AppendRe
 		req.Events[i] = ev
 	}
 	l.committer.SubmitFunc(ctx, req, func(r eventstore.AppendResult) {
-		done(AppendResult{Seqs: r.Sequences, Err: r.Err})
+		done(AppendResult{Seqs: r.Sequences, Err: r.Err,
+			Commit: CommitTiming{Queued: r.Timing.Queued, Held: r.Timing.Held, Committed: r.Timing.Committed}})
 	})
 }
 

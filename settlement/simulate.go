@@ -57,6 +57,11 @@ type SimResult struct {
 	// time until the answer, which would count slow commands as during a
 	// snapshot more often than quick ones); set with SimConfig.Snapshots.
 	CommandLatenciesBySnapshot map[SnapshotPhase][]time.Duration
+	// CommandQueued, CommandHeld and CommandCommitted split each recording
+	// command's latency by where it went in the log (CommitTiming), and
+	// CommandOutside is the rest: the player's scheduling, the writer's
+	// queue and decider, the answer's way back. Each is sorted.
+	CommandQueued, CommandHeld, CommandCommitted, CommandOutside []time.Duration
 }
 
 // Percentile returns the latency below which p percent of sorted durations
@@ -91,12 +96,13 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 	res := &SimResult{Plays: cfg.Plays, Latencies: make([]time.Duration, cfg.Plays),
 		CommandLatencies: make([]time.Duration, cfg.Plays*(1+domain.ThrowCount))}
 	clicks := make([]time.Time, len(res.CommandLatencies))
+	commits := make([]CommitTiming, len(res.CommandLatencies))
 	var mu sync.Mutex
 	var firstErr error
 	// play makes play i as player, clicked « Jouer » at t0; false stops.
 	play := func(i int, player string, t0 time.Time) bool {
 		settled, n, err := playOnce(ctx, w, player, cfg.Price, fmt.Sprintf("sim-%d", i), t0,
-			res.CommandLatencies[i*(1+domain.ThrowCount):], clicks[i*(1+domain.ThrowCount):])
+			res.CommandLatencies[i*(1+domain.ThrowCount):], clicks[i*(1+domain.ThrowCount):], commits[i*(1+domain.ThrowCount):])
 		res.Latencies[i] = time.Since(t0)
 		mu.Lock()
 		defer mu.Unlock()
@@ -157,8 +163,18 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 			slices.Sort(l)
 		}
 	}
-	slices.Sort(res.Latencies)
-	slices.Sort(res.CommandLatencies)
+	for i, c := range commits {
+		if c == (CommitTiming{}) {
+			continue // recorded nothing, or not played
+		}
+		res.CommandQueued = append(res.CommandQueued, c.Queued)
+		res.CommandHeld = append(res.CommandHeld, c.Held)
+		res.CommandCommitted = append(res.CommandCommitted, c.Committed)
+		res.CommandOutside = append(res.CommandOutside, res.CommandLatencies[i]-c.Queued-c.Held-c.Committed)
+	}
+	for _, l := range [][]time.Duration{res.Latencies, res.CommandLatencies, res.CommandQueued, res.CommandHeld, res.CommandCommitted, res.CommandOutside} {
+		slices.Sort(l)
+	}
 	// Sold-out blocks close once their last play settles; wait for that so
 	// that the stream left behind reveals their seeds to the audit.
 	if err := waitClosed(ctx, w, 30*time.Second); err != nil {
@@ -258,12 +274,12 @@ func fundPlayers(ctx context.Context, w *Writer, price domain.Amount, plays, n i
 // « Lancer ». It returns the settlement and the number of events recorded,
 // and writes each command's latency into lat and its click into clicks,
 // the stake's from t0, when the player clicked « Jouer ».
-func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount, key string, t0 time.Time, lat []time.Duration, clicks []time.Time) (*domain.PlaySettled, int, error) {
+func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount, key string, t0 time.Time, lat []time.Duration, clicks []time.Time, commits []CommitTiming) (*domain.PlaySettled, int, error) {
 	res, err := w.Execute(ctx, domain.PlaceStake{Player: player, Stake: price, Key: key})
 	if err != nil {
 		return nil, 0, err
 	}
-	lat[0], clicks[0] = time.Since(t0), t0
+	lat[0], clicks[0], commits[0] = time.Since(t0), t0, res.Commit
 	n := len(res.Events)
 	play := res.Events[0].(*domain.StakePlaced).Play
 	for k := range domain.ThrowCount {
@@ -272,7 +288,7 @@ func playOnce(ctx context.Context, w *Writer, player string, price domain.Amount
 		if err != nil {
 			return nil, n, err
 		}
-		lat[1+k], clicks[1+k] = time.Since(t0), t0
+		lat[1+k], clicks[1+k], commits[1+k] = time.Since(t0), t0, res.Commit
 		n += len(res.Events)
 	}
 	for _, e := range res.Events {

@@ -28,6 +28,15 @@ type Record struct {
 type AppendResult struct {
 	Seqs []uint64
 	Err  error
+	// Commit splits the append's time in the log, when it tells.
+	Commit CommitTiming
+}
+
+// CommitTiming is where an append spent its time in the log: waiting to
+// join a batch, in the batch until it was sent (the batch in flight, the
+// linger), and in its commit (eventstore.AppendTiming).
+type CommitTiming struct {
+	Queued, Held, Committed time.Duration
 }
 
 // Log is what the writer needs from the event store.
@@ -154,6 +163,9 @@ type Result struct {
 	// that gave it may be gone by the time its caller reads (a node that
 	// stepped down reads its own, lagging, position instead).
 	At uint64
+	// Commit is where the append's time went in the log (zero for an
+	// answer that recorded nothing).
+	Commit CommitTiming
 }
 
 // LastSeq returns the stream sequence of the command's last event or, for
@@ -578,7 +590,7 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 			w.lastSeq = s
 		}
 		w.mu.Unlock()
-		out <- reply{res: Result{Events: d.Events, Seqs: r.Seqs}}
+		out <- reply{res: Result{Events: d.Events, Seqs: r.Seqs, Commit: r.Commit}}
 	})
 	w.prepareNext()
 }

@@ -148,6 +148,20 @@ type simulateReport struct {
 	EventsPerBatch    float64 `json:"events_per_batch"` // float-ok: a ratio
 	CommitMsAvg       float64 `json:"commit_ms_avg"`    // float-ok: a duration
 	CPUMicrosPerEvent float64 `json:"cpu_us_per_event"` // float-ok: a duration
+	// The commands' latency split by where it went: waiting to join a
+	// batch (the committer's loop busy), in the batch until it was sent
+	// (the batch in flight, the linger), its commit (the server's, fsync
+	// included), and the rest (the player's scheduling, the writer's queue
+	// and decider, the answer's way back). Percentiles of each part, not
+	// of one command: they do not add up to the command's.
+	QueuedP50Ms    float64 `json:"command_queued_p50_ms"`      // float-ok: a duration
+	QueuedP99Ms    float64 `json:"command_queued_p99_ms"`      // float-ok: a duration
+	HeldP50Ms      float64 `json:"command_in_batch_p50_ms"`    // float-ok: a duration
+	HeldP99Ms      float64 `json:"command_in_batch_p99_ms"`    // float-ok: a duration
+	CommittedP50Ms float64 `json:"command_commit_p50_ms"`      // float-ok: a duration
+	CommittedP99Ms float64 `json:"command_commit_p99_ms"`      // float-ok: a duration
+	OutsideP50Ms   float64 `json:"command_outside_log_p50_ms"` // float-ok: a duration
+	OutsideP99Ms   float64 `json:"command_outside_log_p99_ms"` // float-ok: a duration
 }
 
 // blockLine is one block touched by the run.
@@ -202,6 +216,10 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		SyncEveryWrite: cfg.SyncInterval == 0 && cfg.NATSURL == "",
 		Batches:        plays.stats.Batches,
 	}
+	rep.QueuedP50Ms, rep.QueuedP99Ms = percentilesMs(res.CommandQueued)
+	rep.HeldP50Ms, rep.HeldP99Ms = percentilesMs(res.CommandHeld)
+	rep.CommittedP50Ms, rep.CommittedP99Ms = percentilesMs(res.CommandCommitted)
+	rep.OutsideP50Ms, rep.OutsideP99Ms = percentilesMs(res.CommandOutside)
 	if st.snapshotSpans != nil {
 		by := res.CommandLatenciesBySnapshot
 		during := slices.Concat(by[settlement.SnapshotEncoding], by[settlement.SnapshotStoring])
@@ -329,6 +347,8 @@ func (r *simulateReport) print(w io.Writer) error {
 		fmt.Fprintf(tw, "  otherwise\tp50 %.2f ms, p99 %.2f ms\n", r.CommandOutsideP50Ms, r.CommandOutsideP99Ms)
 	}
 	fmt.Fprintf(tw, "batches\t%d (%.1f events each, %.2f ms to commit on average)\n", r.Batches, r.EventsPerBatch, r.CommitMsAvg)
+	fmt.Fprintf(tw, "  a command's time\tqueued p50 %.2f / p99 %.2f ms, in its batch %.2f / %.2f ms, commit %.2f / %.2f ms, outside the log %.2f / %.2f ms\n",
+		r.QueuedP50Ms, r.QueuedP99Ms, r.HeldP50Ms, r.HeldP99Ms, r.CommittedP50Ms, r.CommittedP99Ms, r.OutsideP50Ms, r.OutsideP99Ms)
 	fmt.Fprintf(tw, "CPU\t%.1f µs per event (the whole process)\n", r.CPUMicrosPerEvent)
 	if r.Yardstick != nil {
 		fmt.Fprintf(tw, "yardstick\t%.0f events/s in raw 1 000-message atomic batches; Tresor at %.2f of it\n", *r.Yardstick, *r.YardstickRatio)

@@ -42,6 +42,35 @@ func TestSimulateReportsBatchesAndProfilesThePlays(t *testing.T) {
 	}
 }
 
+// TestSimulateSplitsACommandsTime runs a short simulation and checks that
+// the report splits the commands' latency by where it went: each part is
+// there, none is above the command's own p99, and the commit, which every
+// command waits for, is not zero.
+func TestSimulateSplitsACommandsTime(t *testing.T) {
+	var r struct {
+		P50       float64 `json:"command_latency_p50_ms"`
+		P99       float64 `json:"command_latency_p99_ms"`
+		QueuedP50 float64 `json:"command_queued_p50_ms"`
+		QueuedP99 float64 `json:"command_queued_p99_ms"`
+		HeldP50   float64 `json:"command_in_batch_p50_ms"`
+		HeldP99   float64 `json:"command_in_batch_p99_ms"`
+		CommitP50 float64 `json:"command_commit_p50_ms"`
+		CommitP99 float64 `json:"command_commit_p99_ms"`
+		OutP50    float64 `json:"command_outside_log_p50_ms"`
+		OutP99    float64 `json:"command_outside_log_p99_ms"`
+	}
+	simulateJSON(t, &r, "--data", filepath.Join(t.TempDir(), "data"), "--price", "1", "--plays", "200", "--players", "10")
+	parts := []float64{r.QueuedP50, r.QueuedP99, r.HeldP50, r.HeldP99, r.CommitP50, r.CommitP99, r.OutP50, r.OutP99}
+	for _, v := range parts {
+		if v < 0 || v > r.P99 {
+			t.Fatalf("a part outside [0, the command's p99]: %+v", r)
+		}
+	}
+	if r.CommitP50 <= 0 || r.CommitP99 < r.CommitP50 || r.OutP50 <= 0 || r.CommitP50 > r.P50 {
+		t.Fatalf("report: %+v", r)
+	}
+}
+
 // TestSimulateSplitsTheLatencyBySnapshot takes a writer snapshot every 100
 // events during an open-loop run and checks that the report classes some
 // commands, not all, as clicked while one was taken, with their figures.
