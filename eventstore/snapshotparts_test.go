@@ -413,23 +413,19 @@ func TestASnapshotIsSentAtItsPace(t *testing.T) {
 // 2.5 MiB are 3 chunks, not the 20 of the Object Store's default of
 // 128 KiB; and the snapshot reads back whole.
 func TestASnapshotIsSentInChunksOfAMebibyte(t *testing.T) {
-	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	store, seq := oneEventStore(t)
 	ctx := eventstoretest.Ctx(t, time.Minute)
-	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
 	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, PaceBytesPerSecond: -1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	slot := snaps.Slot("writer", "c1", 1, "r")
 	data := pattern(5<<19, 9)
-	if err := slot.Save(ctx, seqs[0], data); err != nil {
+	if err := slot.Save(ctx, seq, data); err != nil {
 		t.Fatal(err)
 	}
 	os := snapshotBucket(t, store)
-	parts := partsOf(t, os, fmt.Sprintf("writer.c1.%020d", seqs[0]))
+	parts := partsOf(t, os, fmt.Sprintf("writer.c1.%020d", seq))
 	if len(parts) != 1 {
 		t.Fatalf("parts %v, want one", parts)
 	}
@@ -449,17 +445,24 @@ func TestASnapshotIsSentInChunksOfAMebibyte(t *testing.T) {
 // holds one event of chain c1, and returns it with that event's sequence.
 func oneEventSlot(tb testing.TB, cfg eventstore.SnapshotConfig) (*eventstore.SnapshotSlot, uint64) {
 	tb.Helper()
+	store, seq := oneEventStore(tb)
+	snaps, err := store.OpenSnapshots(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return snaps.Slot("projections", "c1", 1, "r"), seq
+}
+
+// oneEventStore opens a store on a new embedded server and appends one
+// event to chain c1, whose sequence it returns.
+func oneEventStore(tb testing.TB) (*eventstore.NATSStore, uint64) {
+	tb.Helper()
 	store := openStore(tb, runEmbedded(tb, tb.TempDir()), eventstore.Config{})
-	ctx := context.Background()
-	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
+	seqs, err := store.Append(context.Background(), "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	snaps, err := store.OpenSnapshots(ctx, cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return snaps.Slot("projections", "c1", 1, "r"), seqs[0]
+	return store, seqs[0]
 }
 
 // TestPruningPurgesTheDeleteMarkers: the bucket's subjects, from which a
