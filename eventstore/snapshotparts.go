@@ -159,9 +159,8 @@ func (w *PartWriter) put(data []byte) error {
 // (a chunk, SnapshotConfig.ChunkBytes) at once without waiting for its
 // acknowledgement: it holds a read back until the pace lets its bytes go,
 // so that the stream's commits never queue behind more than a chunk of
-// the snapshot's. The
-// pace is a ceiling, not a wait added: time the server already took to
-// take the bytes counts toward it.
+// the snapshot's. The pace is a ceiling, not a wait added: time the
+// server already took to take the bytes counts toward it.
 type pacedReader struct {
 	w    *PartWriter
 	data []byte

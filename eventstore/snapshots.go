@@ -86,10 +86,10 @@ type SnapshotConfig struct {
 	PaceBytesPerSecond int
 	// ChunkBytes is the size of the Object Store chunks a part is sent
 	// in (default SnapshotChunkDefault, at most the server's max_payload).
-	// Each chunk is one message of the bucket's stream, written and, on a
-	// server that syncs always, fsync'd on its own: the Object Store's own
-	// default, 128 KiB, made eight times as many fsyncs beside the
-	// stream's commits for the same bytes.
+	// Each chunk is one message of the bucket's stream: one write and, on
+	// a server that syncs always, up to one fsync beside the stream's
+	// commits; the Object Store's own default, 128 KiB, made eight times
+	// as many for the same bytes.
 	ChunkBytes int
 	// Logger, when set, logs each phase of a load with its duration: the
 	// bucket opened, the newest snapshot found, its manifest read, its head
