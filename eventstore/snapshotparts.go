@@ -146,7 +146,8 @@ func (w *PartWriter) writeWhole(data []byte) error {
 func (w *PartWriter) put(data []byte) error {
 	i := len(w.manifest.Parts)
 	name := partName(w.name, w.manifest.ID, i)
-	if _, err := w.s.os.Put(w.ctx, jetstream.ObjectMeta{Name: name}, &pacedReader{w: w, data: data}); err != nil {
+	meta := jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(w.s.cfg.ChunkBytes)}}
+	if _, err := w.s.os.Put(w.ctx, meta, &pacedReader{w: w, data: data}); err != nil {
 		return fmt.Errorf("put snapshot part %s: %w", name, err)
 	}
 	w.manifest.Parts = append(w.manifest.Parts, snapshotPart{Bytes: len(data), MAC: w.s.partMAC(w.name, w.manifest.ID, i, data)})
@@ -155,11 +156,11 @@ func (w *PartWriter) put(data []byte) error {
 }
 
 // pacedReader hands a part to the Object Store, which publishes each read
-// (a chunk) at once without waiting for its acknowledgement: it holds a
-// read back until the pace lets its bytes go, so that the stream's
-// commits never queue behind more than a chunk of the snapshot's. The
-// pace is a ceiling, not a wait added: time the server already took to
-// take the bytes counts toward it.
+// (a chunk, SnapshotConfig.ChunkBytes) at once without waiting for its
+// acknowledgement: it holds a read back until the pace lets its bytes go,
+// so that the stream's commits never queue behind more than a chunk of
+// the snapshot's. The pace is a ceiling, not a wait added: time the
+// server already took to take the bytes counts toward it.
 type pacedReader struct {
 	w    *PartWriter
 	data []byte

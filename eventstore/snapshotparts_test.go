@@ -391,7 +391,7 @@ func BenchmarkSnapshotParts(b *testing.B) {
 // after the first chunk, 128 KiB), across its parts, and it reads back
 // whole.
 func TestASnapshotIsSentAtItsPace(t *testing.T) {
-	slot, seq := oneEventSlot(t, eventstore.SnapshotConfig{Key: snapKey, PartBytes: 300 << 10, PaceBytesPerSecond: 4 << 20})
+	slot, seq := oneEventSlot(t, eventstore.SnapshotConfig{Key: snapKey, PartBytes: 300 << 10, PaceBytesPerSecond: 4 << 20, ChunkBytes: 128 << 10})
 	ctx := context.Background()
 	data := pattern(1<<20, 7)
 	start := time.Now()
@@ -407,21 +407,62 @@ func TestASnapshotIsSentAtItsPace(t *testing.T) {
 	}
 }
 
+// TestASnapshotIsSentInChunksOfAMebibyte: a part goes to the bucket in
+// Object Store chunks of SnapshotChunkDefault (1 MiB), each one message
+// of the bucket's stream and, on a server that syncs always, one fsync:
+// 2.5 MiB are 3 chunks, not the 20 of the Object Store's default of
+// 128 KiB; and the snapshot reads back whole.
+func TestASnapshotIsSentInChunksOfAMebibyte(t *testing.T) {
+	store, seq := oneEventStore(t)
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, PaceBytesPerSecond: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := snaps.Slot("writer", "c1", 1, "r")
+	data := pattern(5<<19, 9)
+	if err := slot.Save(ctx, seq, data); err != nil {
+		t.Fatal(err)
+	}
+	os := snapshotBucket(t, store)
+	parts := partsOf(t, os, fmt.Sprintf("writer.c1.%020d", seq))
+	if len(parts) != 1 {
+		t.Fatalf("parts %v, want one", parts)
+	}
+	info, err := os.GetInfo(ctx, parts[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Opts == nil || info.Opts.ChunkSize != eventstore.SnapshotChunkDefault || info.Chunks != 3 {
+		t.Errorf("part of %d bytes stored as %d chunks (options %+v), want 3 of %d", info.Size, info.Chunks, info.Opts, eventstore.SnapshotChunkDefault)
+	}
+	if _, got, _, err := slot.Load(ctx); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("loaded %d bytes (%v), want the %d stored", len(got), err, len(data))
+	}
+}
+
 // oneEventSlot opens a slot under cfg on an embedded server whose stream
 // holds one event of chain c1, and returns it with that event's sequence.
 func oneEventSlot(tb testing.TB, cfg eventstore.SnapshotConfig) (*eventstore.SnapshotSlot, uint64) {
 	tb.Helper()
+	store, seq := oneEventStore(tb)
+	snaps, err := store.OpenSnapshots(context.Background(), cfg)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return snaps.Slot("projections", "c1", 1, "r"), seq
+}
+
+// oneEventStore opens a store on a new embedded server and appends one
+// event to chain c1, whose sequence it returns.
+func oneEventStore(tb testing.TB) (*eventstore.NATSStore, uint64) {
+	tb.Helper()
 	store := openStore(tb, runEmbedded(tb, tb.TempDir()), eventstore.Config{})
-	ctx := context.Background()
-	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
+	seqs, err := store.Append(context.Background(), "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	snaps, err := store.OpenSnapshots(ctx, cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return snaps.Slot("projections", "c1", 1, "r"), seqs[0]
+	return store, seqs[0]
 }
 
 // TestPruningPurgesTheDeleteMarkers: the bucket's subjects, from which a

@@ -27,6 +27,10 @@ const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 // a read models' snapshot of 300 MB in about 10 s.
 const SnapshotPaceDefault = 32 << 20
 
+// SnapshotChunkDefault is the default SnapshotConfig.ChunkBytes: 1 MiB,
+// the server's default max_payload (a chunk is a message without headers).
+const SnapshotChunkDefault = 1 << 20
+
 // SnapshotKeepDefault is how many snapshots of each kind and chain are kept.
 const SnapshotKeepDefault = 3
 
@@ -80,6 +84,13 @@ type SnapshotConfig struct {
 	// the writer's commits. A snapshot of B bytes then takes at least
 	// B / PaceBytesPerSecond to store.
 	PaceBytesPerSecond int
+	// ChunkBytes is the size of the Object Store chunks a part is sent
+	// in (default SnapshotChunkDefault, at most the server's max_payload).
+	// Each chunk is one message of the bucket's stream: one write and, on
+	// a server that syncs always, up to one fsync beside the stream's
+	// commits; the Object Store's own default, 128 KiB, made eight times
+	// as many for the same bytes.
+	ChunkBytes int
 	// Logger, when set, logs each phase of a load with its duration: the
 	// bucket opened, the newest snapshot found, its manifest read, its head
 	// checked against the stream, each section fetched (bytes, MB/s).
@@ -125,6 +136,14 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 	}
 	if cfg.PaceBytesPerSecond == 0 {
 		cfg.PaceBytesPerSecond = SnapshotPaceDefault
+	}
+	if cfg.ChunkBytes <= 0 {
+		cfg.ChunkBytes = SnapshotChunkDefault
+	}
+	// A chunk is published as one message: a server configured with a
+	// smaller max_payload than the default would refuse it.
+	if mp := s.nc.MaxPayload(); mp > 0 && int64(cfg.ChunkBytes) > mp {
+		cfg.ChunkBytes = int(mp)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
