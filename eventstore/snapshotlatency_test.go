@@ -23,8 +23,8 @@ import (
 // that waited behind it. Run it with -benchtime 1x; the environment
 // overrides what is measured: TRESOR_BENCH_CHUNK (the Object Store chunk
 // in bytes), TRESOR_BENCH_PACE (bytes a second, -1 unpaced),
-// TRESOR_BENCH_SHARED=1 (the snapshots on the appends' connection),
-// TRESOR_BENCH_OWNCONN=1 (the snapshots on a connection of their own),
+// TRESOR_BENCH_OWNCONN=1 (the snapshots on a connection of their own,
+// not the appends'),
 // TRESOR_BENCH_SECONDS (each sub-benchmark's length, default 20).
 func BenchmarkCommitLatencyWhileStoring(b *testing.B) {
 	secs := envInt(b, "TRESOR_BENCH_SECONDS", 20)
@@ -75,8 +75,8 @@ func report(b *testing.B, what string, lat []time.Duration) {
 
 // commitLatencies appends batches of 20 events every 20 ms for d, storing a
 // 48 MiB snapshot over and over meanwhile when storing (on a connection of
-// its own when ownConn), and returns the
-// latencies of the appends scheduled during a store and outside one.
+// its own when ownConn), and returns the latencies of the appends
+// scheduled during a store and outside one.
 func commitLatencies(b *testing.B, cfg eventstore.SnapshotConfig, storing, ownConn bool, d time.Duration) (during, outside []time.Duration) {
 	srv := runEmbedded(b, b.TempDir())
 	store := openStore(b, srv, eventstore.Config{})
