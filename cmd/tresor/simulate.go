@@ -92,7 +92,7 @@ func init() {
 	f.IntVar(&o.players, "players", 256, "number of players playing at once")
 	f.IntVar(&o.rate, "rate", 0, "start this many plays a second whatever the answers (open loop; latency counts from when a play was due); 0 plays as fast as answered")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object")
-	f.BoolVar(&o.yardstick, "yardstick", false, "also measure raw 1 000-message atomic batches on the same server")
+	f.BoolVar(&o.yardstick, "yardstick", false, "also measure raw 1 000-message atomic batches on the same server, 3 rounds before the plays and 3 after")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the plays (not the setup) to this file (go tool pprof)")
 	f.StringVar(&o.memProf, "memprofile", "", "write a heap profile (allocations included) to this file once the plays are over (go tool pprof)")
