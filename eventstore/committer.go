@@ -206,10 +206,15 @@ type pending struct {
 	added time.Time // when it joined a batch
 }
 
-// batch is a built, hashed batch on its way to the sender.
+// batch is a built, hashed batch on its way to the sender. Once the loop
+// has its acknowledgement (or failure) and has answered its members, the
+// batch is no longer referenced by the sender or the waiter, and the loop
+// reuses it for a later batch (loopState.free): its arrays, and its
+// messages with their header maps.
 type batch struct {
 	recs    []RecordedEvent
 	msgs    []*nats.Msg // recs encoded, built with them
+	vals    []string    // the values of msgs' envelope headers
 	members []*pending
 	sentAt  time.Time // when the loop handed it to the sender
 }
@@ -505,6 +510,7 @@ type loopState struct {
 	lastCommit time.Duration        // how long the last batch took to commit
 	expected   int                  // events worth waiting for before sending (see LingerMax)
 	failed     error                // fatal error: answer everything with it
+	free       []*batch             // acknowledged batches, for reuse (newBatch)
 }
 
 // loop batches requests, hashes them onto the chain, hands batches to the
@@ -612,6 +618,7 @@ func (c *committer) loop(head Head) {
 			}
 			st.freeAt = time.Now()
 			st.expected = min((held+len(a.b.recs))*9/10, c.cfg.BatchEventsMax)
+			c.release(st, a.b)
 		case <-tick:
 			st.sealDue = true
 		case err := <-c.abort:
@@ -636,9 +643,39 @@ func (c *committer) Abort(err error) {
 	}
 }
 
-// newBatch opens an empty batch.
-func (c *committer) newBatch() *batch {
-	return &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax), msgs: make([]*nats.Msg, 0, c.cfg.BatchEventsMax)}
+// newBatch opens an empty batch: an acknowledged one if there is one (see
+// release), else a new one.
+func (c *committer) newBatch(st *loopState) *batch {
+	if n := len(st.free); n > 0 {
+		b := st.free[n-1]
+		st.free[n-1] = nil
+		st.free = st.free[:n-1]
+		return b
+	}
+	return &batch{recs: make([]RecordedEvent, 0, c.cfg.BatchEventsMax), msgs: make([]*nats.Msg, 0, c.cfg.BatchEventsMax),
+		vals: make([]string, 0, envelopeHeaders*c.cfg.BatchEventsMax)}
+}
+
+// release keeps b, acknowledged (or failed) and its members answered, for
+// a later batch. Only the loop holds it by then: the sender handed it to
+// the waiter, which handed it to the loop with its outcome and let go of
+// it. Its events and members are dropped, so that nothing of theirs stays
+// reachable; its messages stay, their header maps to be cleared and reused
+// by the next encoding (encodeMsgInto). At most as many batches as can be
+// in flight, plus the one being built, are kept.
+func (c *committer) release(st *loopState, b *batch) {
+	if len(st.free) > c.cfg.PipelineDepth {
+		return
+	}
+	clear(b.recs)
+	clear(b.vals)
+	clear(b.members)
+	for _, m := range b.msgs {
+		m.Data, m.Reply = nil, ""
+	}
+	b.recs, b.vals, b.members, b.msgs = b.recs[:0], b.vals[:0], b.members[:0], b.msgs[:0]
+	b.sentAt = time.Time{}
+	st.free = append(st.free, b)
 }
 
 // handedOver records that the current batch went to the sender.
@@ -660,7 +697,7 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 		return true
 	}
 	if st.cur == nil {
-		st.cur = c.newBatch()
+		st.cur = c.newBatch(st)
 	}
 	p.recs = len(st.cur.recs)
 	c.record(st, p.req.Events)
@@ -678,8 +715,18 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 func (c *committer) record(st *loopState, events []Event) {
 	first := len(st.cur.recs)
 	st.cur.recs, st.tentative = c.store.record(c.chain, st.tentative, events, c.store.cfg.Now().UTC(), st.cur.recs)
-	for i := first; i < len(st.cur.recs); i++ {
-		st.cur.msgs = append(st.cur.msgs, c.store.subj.encodeMsg(&st.cur.recs[i]))
+	b := st.cur
+	for i := first; i < len(b.recs); i++ {
+		// A reused batch has a message from an earlier batch in this slot.
+		var m *nats.Msg
+		if n := len(b.msgs); n < cap(b.msgs) {
+			m = b.msgs[:n+1][n]
+		}
+		if m == nil {
+			m = new(nats.Msg)
+		}
+		b.vals = c.store.subj.encodeMsgInto(m, b.vals, &b.recs[i])
+		b.msgs = append(b.msgs, m)
 	}
 }
 
@@ -754,7 +801,7 @@ func (c *committer) addSeal(st *loopState) {
 		c.fail(st, err)
 		return
 	}
-	st.cur = c.newBatch()
+	st.cur = c.newBatch(st)
 	c.record(st, []Event{ev})
 	st.sealedAt = st.acked.ChainSeq
 	st.sealPos = st.tentative.ChainSeq

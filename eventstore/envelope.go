@@ -282,6 +282,16 @@ func (s subjects) split(subject string) (string, Aggregate, bool) {
 // adds, and the values computed here (schema, chain position, time,
 // hashes, marker) are cut from one string.
 func (s subjects) encodeMsg(ev *RecordedEvent) *nats.Msg {
+	m := new(nats.Msg)
+	s.encodeMsgInto(m, make([]string, 0, envelopeHeaders), ev)
+	return m
+}
+
+// encodeMsgInto is encodeMsg into m, whatever it held: its header map, if
+// it has one, is cleared and reused (a committer reuses the messages of an
+// acknowledged batch), and the header values are appended to vals, which
+// it returns (a batch's values share one array).
+func (s subjects) encodeMsgInto(m *nats.Msg, vals []string, ev *RecordedEvent) []string {
 	var buf [256]byte
 	b := strconv.AppendUint(buf[:0], uint64(ev.SchemaVersion), 10)
 	schemaEnd := len(b)
@@ -297,8 +307,12 @@ func (s subjects) encodeMsg(ev *RecordedEvent) *nats.Msg {
 		b = strconv.AppendInt(b, int64(ev.AppendRemaining), 10)
 	}
 	v := string(b)
-	vals := make([]string, 0, envelopeHeaders)
-	h := make(nats.Header, msgHeaderSlots)
+	h := m.Header
+	if h == nil {
+		h = make(nats.Header, msgHeaderSlots)
+	} else {
+		clear(h)
+	}
 	set := func(key, value string) {
 		vals = append(vals, value)
 		h[key] = vals[len(vals)-1 : len(vals) : len(vals)]
@@ -319,7 +333,8 @@ func (s subjects) encodeMsg(ev *RecordedEvent) *nats.Msg {
 	if ev.AppendRemaining > 0 {
 		set(HeaderAppendRemaining, v[hashEnd:])
 	}
-	return &nats.Msg{Subject: s.event(ev.Chain, ev.Aggregate), Header: h, Data: ev.Payload}
+	*m = nats.Msg{Subject: s.event(ev.Chain, ev.Aggregate), Header: h, Data: ev.Payload}
+	return vals
 }
 
 // envelopeHeaders is the most headers of the envelope on one event.

@@ -346,3 +346,52 @@ func (w *sendWatch) maySend() error {
 	w.acked <- n
 	return nil
 }
+
+// TestPipelineReusedBatchesKeepTheirEvents submits hundreds of requests
+// back to back at depth pipelinedDepth, so that the committer reuses its
+// acknowledged batches (their arrays, messages and header maps) many times
+// over while others are in flight. A batch reused before its
+// acknowledgement would have its events or messages overwritten while
+// being published or checked, and a header map not cleared on reuse would
+// carry a header of an earlier event (here the optional correlation and
+// causation ids, present on some events and not others): either shows as
+// an event out of place, an event with another's ids, or a hash that no
+// longer verifies.
+func TestPipelineReusedBatchesKeepTheirEvents(t *testing.T) {
+	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	c := pipelined(t, s)
+	ids := func(k, i int) (corr, cause string) {
+		if (k+i)%2 == 0 {
+			corr = fmt.Sprintf("corr-%d-%d", k, i)
+		}
+		if (k+i)%3 == 0 {
+			cause = fmt.Sprintf("cause-%d-%d", k, i)
+		}
+		return corr, cause
+	}
+	const n = 600
+	results := submitAll(t, c, 0, n, func(k int) eventstore.AppendRequest {
+		req := pipeRequest(k)
+		for i := range req.Events {
+			req.Events[i].CorrelationID, req.Events[i].CausationID = ids(k, i)
+		}
+		return req
+	})
+	for k, r := range results {
+		if r.Err != nil {
+			t.Fatalf("request %d: %v", k, r.Err)
+		}
+	}
+	if got := requireLinearPrefix(t, s, results); got != n {
+		t.Fatalf("stream holds %d requests, want %d", got, n)
+	}
+	for j, ev := range eventstoretest.ReadAll(t, s) {
+		k, i := j/pipeRequestEvents, j%pipeRequestEvents
+		if corr, cause := ids(k, i); ev.CorrelationID != corr || ev.CausationID != cause {
+			t.Fatalf("event %d of request %d has ids %q, %q, want %q, %q", i, k, ev.CorrelationID, ev.CausationID, corr, cause)
+		}
+	}
+	if st := c.Stats(); st.Batches < n {
+		t.Fatalf("%d batches for %d requests of one batch each", st.Batches, n)
+	}
+}

@@ -545,6 +545,17 @@ func (s *NATSStore) fence(chain string, fence uint64, recs []RecordedEvent, msgs
 // every batch's last message (never written to).
 var batchCommit = []string{"1"}
 
+// batchPositions are the values of the header that numbers a batch's
+// messages, 1 to CommitBatchEventsMax, shared by every batch (never
+// written to): a batch's message i takes batchPositions[i:i+1:i+1].
+var batchPositions = func() []string {
+	p := make([]string, CommitBatchEventsMax)
+	for i := range p {
+		p[i] = strconv.Itoa(i + 1)
+	}
+	return p
+}()
+
 // publishBatch sends msgs (recs encoded, fenced on fence) as one atomic
 // batch without waiting: the server answers the commit on reply, and
 // batchReply reads that answer. The committer uses it to keep several
@@ -556,11 +567,9 @@ func (s *NATSStore) publishBatch(chain string, fence uint64, recs []RecordedEven
 	// One value slice for the id and one array for the positions serve
 	// every message of the batch (the header names are canonical already).
 	ids := []string{batchID}
-	positions := make([]string, len(msgs))
 	for i, m := range msgs {
-		positions[i] = strconv.Itoa(i + 1)
 		m.Header[jetstreamext.BatchIDHeader] = ids
-		m.Header[jetstreamext.BatchSeqHeader] = positions[i : i+1 : i+1]
+		m.Header[jetstreamext.BatchSeqHeader] = batchPositions[i : i+1 : i+1]
 		if i == len(msgs)-1 {
 			m.Header[jetstreamext.BatchCommitHeader] = batchCommit
 			m.Reply = reply

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fdj/tresor/domain"
@@ -53,7 +54,24 @@ func NewRegistry() (*eventstore.Registry, error) {
 type EventLog struct {
 	store     eventstore.Store
 	committer eventstore.Committer
+
+	// Commands' envelopes and payloads are cut from shared chunks, so
+	// that a command allocates nothing of its own most of the time. A
+	// chunk stays reachable while a request cut from it does, that is
+	// until the committer has answered it and reused its batch.
+	mu       sync.Mutex
+	payloads []byte             // what is left of the current payload chunk
+	events   []eventstore.Event // what is left of the current envelope chunk
 }
+
+// Chunk sizes of EventLog.Append: a new payload chunk when less than
+// payloadRoom is left (a payload needing more grows the chunk, correctly
+// but at a copy), a new envelope chunk when a command does not fit.
+const (
+	payloadChunk = 64 << 10
+	payloadRoom  = 4 << 10
+	eventsChunk  = 512
+)
 
 // OpenEventLog starts the committer of the shard's chain on store. The
 // committer loads the chain's head now; Replay then checks that the stream
@@ -79,24 +97,41 @@ func (l *EventLog) Abort(err error) { l.committer.Abort(err) }
 
 // Append implements Log.
 func (l *EventLog) Append(ctx context.Context, recs []Record, done func(AppendResult)) {
-	// envelope marshals every payload (domain.AppendEventJSON gives
-	// json.Marshal's bytes): the store need not check their JSON again.
-	req := eventstore.AppendRequest{Events: make([]eventstore.Event, len(recs)), PayloadsMarshaled: true}
-	// The command's payloads share one buffer: one allocation (or a few,
-	// as it grows) per command instead of one or more per event.
-	buf := make([]byte, 0, 512*len(recs))
-	for i, r := range recs {
-		ev, err := envelope(r, &buf)
-		if err != nil {
-			done(AppendResult{Err: err})
-			return
-		}
-		req.Events[i] = ev
+	req, err := l.envelopes(recs)
+	if err != nil {
+		done(AppendResult{Err: err})
+		return
 	}
 	l.committer.SubmitFunc(ctx, req, func(r eventstore.AppendResult) {
 		done(AppendResult{Seqs: r.Sequences, Err: r.Err,
 			Commit: CommitTiming{Queued: r.Timing.Queued, Held: r.Timing.Held, Committed: r.Timing.Committed}})
 	})
+}
+
+// envelopes builds the request of one command, its envelopes and payloads
+// cut from the log's chunks. envelope marshals every payload
+// (domain.AppendEventJSON gives json.Marshal's bytes): the store need not
+// check their JSON again.
+func (l *EventLog) envelopes(recs []Record) (eventstore.AppendRequest, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.events) < len(recs) {
+		l.events = make([]eventstore.Event, max(eventsChunk, len(recs)))
+	}
+	evs := l.events[:len(recs):len(recs)]
+	for i, r := range recs {
+		if cap(l.payloads)-len(l.payloads) < payloadRoom {
+			l.payloads = make([]byte, 0, payloadChunk)
+		}
+		ev, err := envelope(r, &l.payloads)
+		if err != nil {
+			clear(evs)
+			return eventstore.AppendRequest{}, err
+		}
+		evs[i] = ev
+	}
+	l.events = l.events[len(recs):]
+	return eventstore.AppendRequest{Events: evs, PayloadsMarshaled: true}, nil
 }
 
 // envelope turns a domain event into the event store's envelope, its

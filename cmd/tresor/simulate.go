@@ -92,7 +92,7 @@ func init() {
 	f.IntVar(&o.players, "players", 256, "number of players playing at once")
 	f.IntVar(&o.rate, "rate", 0, "start this many plays a second whatever the answers (open loop; latency counts from when a play was due); 0 plays as fast as answered")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object")
-	f.BoolVar(&o.yardstick, "yardstick", false, "also measure raw 1 000-message atomic batches on the same server")
+	f.BoolVar(&o.yardstick, "yardstick", false, "also measure raw 1 000-message atomic batches on the same server, 3 rounds before the plays and 3 after")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the plays (not the setup) to this file (go tool pprof)")
 	f.StringVar(&o.memProf, "memprofile", "", "write a heap profile (allocations included) to this file once the plays are over (go tool pprof)")
@@ -137,9 +137,21 @@ type simulateReport struct {
 	Blocks                  []blockLine `json:"blocks"`
 	Yardstick               *float64    `json:"yardstick_events_per_second,omitempty"` // float-ok: a rate
 	YardstickRatio          *float64    `json:"events_per_second_over_yardstick,omitempty"`
-	StreamLastSeq           uint64      `json:"stream_last_sequence"`
-	SyncEveryWrite          bool        `json:"sync_every_write"`
-	EventsPerPlayAvg        float64     `json:"events_per_play"` // float-ok: a ratio
+	// With --yardstick, the yardstick is also measured in yardstickRoundsEach
+	// rounds before the plays (on the fresh server, the writer open and
+	// idle) and in as many after them (the first of which is
+	// yardstick_events_per_second above, measured as it always was), and
+	// each side is quoted as the median of its rounds, with Tresor's rate
+	// over it: one round is about a second of the machine's time, and a
+	// shared machine's load moves it by more than Tresor's own changes do.
+	YardstickBefore      *float64         `json:"yardstick_before_events_per_second,omitempty"` // float-ok: a rate
+	YardstickBeforeRatio *float64         `json:"events_per_second_over_yardstick_before,omitempty"`
+	YardstickAfter       *float64         `json:"yardstick_after_events_per_second,omitempty"` // float-ok: a rate
+	YardstickAfterRatio  *float64         `json:"events_per_second_over_yardstick_after,omitempty"`
+	YardstickRounds      *yardstickRounds `json:"yardstick_rounds_events_per_second,omitempty"`
+	StreamLastSeq        uint64           `json:"stream_last_sequence"`
+	SyncEveryWrite       bool             `json:"sync_every_write"`
+	EventsPerPlayAvg     float64          `json:"events_per_play"` // float-ok: a ratio
 	// Batches, EventsPerBatch and CommitMsAvg describe the committer's
 	// atomic batches during the plays (seals included); CPUMicrosPerEvent
 	// is the process's CPU time (user and system, the embedded server's
@@ -162,6 +174,42 @@ type simulateReport struct {
 	CommittedP99Ms float64 `json:"command_commit_p99_ms"`      // float-ok: a duration
 	OutsideP50Ms   float64 `json:"command_outside_log_p50_ms"` // float-ok: a duration
 	OutsideP99Ms   float64 `json:"command_outside_log_p99_ms"` // float-ok: a duration
+}
+
+// yardstickRounds are the rates of every round of the yardstick, in the
+// order measured.
+type yardstickRounds struct {
+	Before []float64 `json:"before"` // float-ok: rates
+	After  []float64 `json:"after"`  // float-ok: rates
+}
+
+// yardstickRoundsEach is how many rounds of the yardstick are measured before
+// the plays and after them.
+const yardstickRoundsEach = 3
+
+// measureYardstick measures n rounds of the yardstick and returns their
+// rates.
+func measureYardstick(ctx context.Context, st *stream, n int) ([]float64, error) {
+	rates := make([]float64, 0, n)
+	for range n {
+		rate, err := st.yardstick(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("yardstick: %w", err)
+		}
+		rates = append(rates, rate)
+	}
+	return rates, nil
+}
+
+// median is the median of rates (the mean of the middle two for an even
+// count).
+func median(rates []float64) float64 {
+	s := slices.Clone(rates)
+	slices.Sort(s)
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // blockLine is one block touched by the run.
@@ -188,6 +236,12 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	}
 	defer w.Close()
 
+	var before []float64
+	if o.yardstick {
+		if before, err = measureYardstick(ctx, st, yardstickRoundsEach); err != nil {
+			return nil, err
+		}
+	}
 	var plays playsMeasure
 	sim := settlement.SimConfig{Price: price, Plays: o.plays, Players: o.players, Rate: o.rate, Snapshots: st.snapshotSpans,
 		Measure: func() func() { return plays.start(st.log, o) }}
@@ -262,6 +316,14 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		}
 		ratio := rep.EventsPerSecond / rate
 		rep.Yardstick, rep.YardstickRatio = &rate, &ratio
+		more, err := measureYardstick(ctx, st, yardstickRoundsEach-1)
+		if err != nil {
+			return nil, err
+		}
+		rounds := &yardstickRounds{Before: before, After: append([]float64{rate}, more...)}
+		b, a := median(rounds.Before), median(rounds.After)
+		br, ar := rep.EventsPerSecond/b, rep.EventsPerSecond/a
+		rep.YardstickBefore, rep.YardstickBeforeRatio, rep.YardstickAfter, rep.YardstickAfterRatio, rep.YardstickRounds = &b, &br, &a, &ar, rounds
 	}
 	return rep, nil
 }
@@ -352,6 +414,10 @@ func (r *simulateReport) print(w io.Writer) error {
 	fmt.Fprintf(tw, "CPU\t%.1f µs per event (the whole process)\n", r.CPUMicrosPerEvent)
 	if r.Yardstick != nil {
 		fmt.Fprintf(tw, "yardstick\t%.0f events/s in raw 1 000-message atomic batches; Tresor at %.2f of it\n", *r.Yardstick, *r.YardstickRatio)
+	}
+	if r.YardstickBefore != nil {
+		fmt.Fprintf(tw, "yardstick, median of %d rounds\tbefore the plays %.0f events/s (Tresor at %.2f), after %.0f (Tresor at %.2f)\n",
+			len(r.YardstickRounds.Before), *r.YardstickBefore, *r.YardstickBeforeRatio, *r.YardstickAfter, *r.YardstickAfterRatio)
 	}
 	for _, b := range r.Blocks {
 		fmt.Fprintf(tw, "block %s\t%s, %d sold, %s € paid\n", b.Block, b.State, b.Sold, b.Paid)

@@ -104,3 +104,45 @@ func simulateJSON(t *testing.T, report any, args ...string) {
 		t.Fatalf("report %q: %v", stdout, err)
 	}
 }
+
+// TestSimulateMeasuresTheYardstickBeforeAndAfter checks the yardstick's
+// rounds: as many before the plays as after, the first after them being
+// the yardstick reported as always, each side's median among its rounds,
+// and Tresor's rate over each.
+func TestSimulateMeasuresTheYardstickBeforeAndAfter(t *testing.T) {
+	var r struct {
+		EventsPerSecond float64 `json:"events_per_second"`
+		Yardstick       float64 `json:"yardstick_events_per_second"`
+		Ratio           float64 `json:"events_per_second_over_yardstick"`
+		Before          float64 `json:"yardstick_before_events_per_second"`
+		BeforeRatio     float64 `json:"events_per_second_over_yardstick_before"`
+		After           float64 `json:"yardstick_after_events_per_second"`
+		AfterRatio      float64 `json:"events_per_second_over_yardstick_after"`
+		Rounds          struct {
+			Before []float64 `json:"before"`
+			After  []float64 `json:"after"`
+		} `json:"yardstick_rounds_events_per_second"`
+	}
+	simulateJSON(t, &r, "--data", filepath.Join(t.TempDir(), "data"), "--price", "1", "--plays", "100", "--players", "10", "--yardstick")
+	if len(r.Rounds.Before) != 3 || len(r.Rounds.After) != 3 || r.Rounds.After[0] != r.Yardstick || r.Ratio <= 0 {
+		t.Fatalf("report: %+v", r)
+	}
+	for _, side := range []struct {
+		name          string
+		rounds        []float64
+		median, ratio float64
+	}{{"before", r.Rounds.Before, r.Before, r.BeforeRatio}, {"after", r.Rounds.After, r.After, r.AfterRatio}} {
+		below, above := 0, 0
+		for _, x := range side.rounds {
+			if x <= side.median {
+				below++
+			}
+			if x >= side.median {
+				above++
+			}
+		}
+		if side.median <= 0 || below < 2 || above < 2 || side.ratio != r.EventsPerSecond/side.median {
+			t.Fatalf("%s: median %v of %v, ratio %v (events/s %v)", side.name, side.median, side.rounds, side.ratio, r.EventsPerSecond)
+		}
+	}
+}
