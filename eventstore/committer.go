@@ -324,8 +324,11 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 	return c, nil
 }
 
-func answer(p *pending, seqs []uint64, err error) {
-	p.done(AppendResult{Sequences: seqs, Err: err})
+// refuse answers p with err: nothing of it was written (or, for
+// ErrOutcomeUnknown, it is not known). An acknowledged request is
+// answered in acked, with its sequences and timing.
+func refuse(p *pending, err error) {
+	p.done(AppendResult{Err: err})
 }
 
 // Submit implements Committer.
@@ -341,19 +344,19 @@ func (c *committer) SubmitFunc(ctx context.Context, req AppendRequest, done func
 	// An append never exceeds what a reader accepts (its marker counts at
 	// most BatchEventsMax-1 events after the first), whatever the batch.
 	if err := c.store.validateRequest(c.chain, &req, min(c.cfg.BatchEventsMax, BatchEventsMax)-1); err != nil {
-		answer(p, nil, err)
+		refuse(p, err)
 		return
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
-		answer(p, nil, fmt.Errorf("submit to chain %s: %w", c.chain, ErrClosed))
+		refuse(p, fmt.Errorf("submit to chain %s: %w", c.chain, ErrClosed))
 		return
 	}
 	select {
 	case c.reqs <- p:
 	case <-ctx.Done():
-		answer(p, nil, fmt.Errorf("submit to chain %s: %w", c.chain, ctx.Err()))
+		refuse(p, fmt.Errorf("submit to chain %s: %w", c.chain, ctx.Err()))
 	}
 }
 
@@ -592,7 +595,7 @@ func (c *committer) loop(head Head) {
 				continue
 			}
 			if st.failed != nil {
-				answer(p, nil, st.failed)
+				refuse(p, st.failed)
 				continue
 			}
 			if !c.tryAdd(st, p) {
@@ -693,7 +696,7 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 		return false
 	}
 	if err := c.checkExpectations(st, &p.req); err != nil {
-		answer(p, nil, err)
+		refuse(p, err)
 		return true
 	}
 	if st.cur == nil {
@@ -824,7 +827,7 @@ func (c *committer) acked(st *loopState, a sent) {
 	if a.err != nil {
 		c.fail(st, a.err)
 		for _, p := range a.b.members {
-			answer(p, nil, a.err)
+			refuse(p, a.err)
 		}
 		return
 	}
@@ -855,12 +858,12 @@ func (c *committer) fail(st *loopState, err error) {
 	c.stateMu.Unlock()
 	if st.cur != nil {
 		for _, p := range st.cur.members {
-			answer(p, nil, err)
+			refuse(p, err)
 		}
 		st.cur = nil
 	}
 	if st.next != nil {
-		answer(st.next, nil, err)
+		refuse(st.next, err)
 		st.next = nil
 	}
 }
