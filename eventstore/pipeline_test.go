@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -287,7 +288,7 @@ func TestPipelineForkReported(t *testing.T) {
 }
 
 // TestAppendTimingSplitsARequestsTime holds the first batch with the
-// sender for a while (MaySend), so that a second request waits for it in
+// sender for a while (MaySend, on its first call), so that a second request waits for it in
 // the batch being built: its answer tells that wait (Held), the first's
 // tells its long commit (Committed), and neither adds up to more than its
 // caller saw.
@@ -295,13 +296,18 @@ func TestAppendTimingSplitsARequestsTime(t *testing.T) {
 	const hold = 100 * time.Millisecond
 	ctx := eventstoretest.Ctx(t, 30*time.Second)
 	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
-	w := &sendWatch{hold: hold, acked: make(chan uint64, 2)}
-	cm, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{BatchEventsMax: 100, MaySend: w.maySend})
+	var sends atomic.Int32
+	holdFirst := func() error {
+		if sends.Add(1) == 1 {
+			time.Sleep(hold)
+		}
+		return nil
+	}
+	cm, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{BatchEventsMax: 100, MaySend: holdFirst})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cm.Close()
-	w.c = cm
 	start := time.Now()
 	first := cm.Submit(ctx, pipeRequest(0))
 	time.Sleep(20 * time.Millisecond) // the first batch is with the sender
@@ -327,24 +333,6 @@ func TestAppendTimingSplitsARequestsTime(t *testing.T) {
 	if r2.Timing.Held < hold/2 {
 		t.Fatalf("second request: %s in its batch, but the first was in flight ~%s more", r2.Timing.Held, hold-20*time.Millisecond)
 	}
-}
-
-// sendWatch is a MaySend that holds the first batch back for a while (so
-// that the next request reaches the committer while it is in flight) and
-// records, for each batch sent, how many batches were acknowledged then.
-type sendWatch struct {
-	c     eventstore.Committer
-	hold  time.Duration
-	acked chan uint64
-}
-
-func (w *sendWatch) maySend() error {
-	n := w.c.Stats().Batches
-	if len(w.acked) == 0 && n == 0 {
-		time.Sleep(w.hold)
-	}
-	w.acked <- n
-	return nil
 }
 
 // TestPipelineReusedBatchesKeepTheirEvents submits hundreds of requests
