@@ -23,9 +23,12 @@ import (
 const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 
 // SnapshotPaceDefault is the default SnapshotConfig.PaceBytesPerSecond:
-// the writer's snapshot of 20 MB (300 000 keys) is stored in about 0.6 s,
-// a read models' snapshot of 300 MB in about 10 s.
-const SnapshotPaceDefault = 32 << 20
+// the writer's snapshot of 20 MB (300 000 keys) is stored in about 1.2 s,
+// a read models' snapshot of 300 MB in about 19 s. At 32 MiB/s the
+// commands' p99 while storing was 1.2 to 2.6 times their p99 outside on a
+// quiet machine, at 16 MiB/s 1.1 to 1.5 (docs/performance.md, "Snapshots
+// at an eighth of a processor and 16 MiB/s").
+const SnapshotPaceDefault = 16 << 20
 
 // SnapshotChunkDefault is the default SnapshotConfig.ChunkBytes: 1 MiB,
 // the server's default max_payload (a chunk is a message without headers).

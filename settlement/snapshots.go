@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -204,28 +205,34 @@ func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since 
 }
 
 // encodeShareInverse sets the share of one processor a snapshot's encoding
-// takes while the writer runs: one part in four. On 2 cores, an encoding
+// takes while the writer runs: one part in eight. On 2 cores, an encoding
 // that ran flat out held one of the two processors for 0.1 to 0.8 s, and
 // every goroutine a command goes through (the loop, the committer, the
 // server's) waited for the other: the commands' p50 doubled while it
-// lasted (docs/performance.md, "Taken quietly"). Paced, a snapshot of
-// 10 MB took 0.15 to 0.8 s to encode (up to 2.3 s on a loaded machine),
-// instead of 0.1 to 0.8.
-const encodeShareInverse = 4
+// lasted (docs/performance.md, "Taken quietly"). At one part in four the
+// commands' p99 while encoding was still 1.2 to 1.5 times their p99
+// outside on a quiet machine; at one part in eight, with the yields
+// below, 0.9 to 1.4 (docs/performance.md, "Snapshots at an eighth of a
+// processor and 16 MiB/s"). A snapshot of 10 MB then takes about twice as
+// long to encode: at the default interval, once every 250 000 events.
+const encodeShareInverse = 8
 
 // encodeSliceMin is the least work between two rests: shorter sleeps
 // cost more in timer wake-ups than they give back.
 const encodeSliceMin = 500 * time.Microsecond
 
 // encodePace paces an encoding (domain.LedgerEncoder.Pause): after each
-// slice of work it sleeps three times as long, the processor free for the
-// writer meanwhile. Time the encoding lost to other threads counts as
-// work: the pace errs on the quiet side.
+// slice of work it sleeps seven times as long, the processor free for the
+// writer meanwhile, and within a slice it yields at every call, so that a
+// goroutine of the writer or of the server that became runnable meanwhile
+// runs first instead of waiting for the slice to end. Time the encoding
+// lost to other goroutines counts as work: the pace errs on the quiet side.
 type encodePace struct{ since time.Time }
 
 func (p *encodePace) pause() {
 	worked := time.Since(p.since)
 	if worked < encodeSliceMin {
+		runtime.Gosched()
 		return
 	}
 	time.Sleep(worked * (encodeShareInverse - 1))
