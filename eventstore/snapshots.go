@@ -154,8 +154,7 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 	started := time.Now()
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	os, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.Bucket,
-		Description: "Tresor snapshots of the writer and the read models", Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+	os, err := s.openSnapshotBucket(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
 	}
@@ -163,8 +162,49 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
 	}
-	cfg.Logger.Info("snapshot bucket opened", "bucket", cfg.Bucket, "after", since(started))
+	cfg.Logger.Info("snapshot bucket opened", "bucket", cfg.Bucket, "persist", stream.CachedInfo().Config.PersistMode, "after", since(started))
 	return &Snapshots{store: s, os: os, stream: stream, metaPrefix: "$O." + cfg.Bucket + ".M.", cfg: cfg}, nil
+}
+
+// openSnapshotBucket creates the snapshot bucket or binds to it. On one
+// node its stream is created with asynchronous persistence: the server
+// acknowledges a chunk once written, and syncs the bucket's files on its
+// own timer, not after every chunk. A snapshot is a shortcut, checked
+// against the stream at every start and never trusted over it, so a crash
+// that loses the newest costs a start an older one or a replay, never a
+// fact; synced chunk by chunk, its megabytes were written and flushed on
+// the disk the stream's commits flush to, and the writer's commands waited
+// behind them (docs/performance.md, "The snapshot bucket without a sync per
+// chunk"). The stream's own writes stay synced before every answer: the
+// mode is the bucket stream's alone. A replicated bucket keeps the default
+// (the server refuses asynchronous persistence on replicated streams), and
+// a bucket created by an earlier build keeps the mode it has, since a
+// stream's persist mode cannot be changed (docs/snapshots.md).
+func (s *NATSStore) openSnapshotBucket(ctx context.Context, cfg SnapshotConfig) (jetstream.ObjectStore, error) {
+	ocfg := jetstream.ObjectStoreConfig{Bucket: cfg.Bucket, Description: "Tresor snapshots of the writer and the read models",
+		Storage: jetstream.FileStorage, Replicas: cfg.Replicas}
+	if cfg.Replicas > 1 {
+		return s.js.CreateOrUpdateObjectStore(ctx, ocfg)
+	}
+	st, err := s.js.Stream(ctx, objectStreamPrefix+cfg.Bucket)
+	switch {
+	case errors.Is(err, jetstream.ErrStreamNotFound):
+		// The Object Store's own stream configuration, with the persist
+		// mode its configuration has no field for.
+		scfg := jetstream.StreamConfig{Name: objectStreamPrefix + cfg.Bucket, Description: ocfg.Description,
+			Subjects: []string{"$O." + cfg.Bucket + ".C.>", "$O." + cfg.Bucket + ".M.>"}, MaxBytes: -1,
+			Storage: jetstream.FileStorage, Replicas: 1, Discard: jetstream.DiscardNew, AllowRollup: true, AllowDirect: true,
+			PersistMode: jetstream.AsyncPersistMode}
+		if _, err := s.js.CreateStream(ctx, scfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			return nil, err
+		}
+		return s.js.ObjectStore(ctx, cfg.Bucket)
+	case err != nil:
+		return nil, err
+	case st.CachedInfo().Config.PersistMode == jetstream.AsyncPersistMode:
+		return s.js.ObjectStore(ctx, cfg.Bucket)
+	}
+	return s.js.CreateOrUpdateObjectStore(ctx, ocfg)
 }
 
 // name orders a kind's snapshots by sequence: zero-padded, they sort as

@@ -142,3 +142,81 @@ func snapshotBucket(t *testing.T, store *eventstore.NATSStore) jetstream.ObjectS
 	}
 	return os
 }
+
+// TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk: on one node the
+// bucket's stream is created with asynchronous persistence (its chunks are
+// not flushed one by one on the disk the stream's commits flush to) while
+// the stream of events keeps a sync before every answer; a snapshot still
+// survives a clean restart of the server, and a bucket an earlier build
+// created keeps the mode it has and still works.
+func TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk(t *testing.T) {
+	dir := t.TempDir()
+	srv := runEmbedded(t, dir)
+	store := openStore(t, srv, eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	head, err := store.HeadAt(ctx, "c1", seqs[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	persist := func(stream string) jetstream.PersistModeType {
+		t.Helper()
+		info, err := js.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.CachedInfo().Config.PersistMode
+	}
+	meta := eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: seqs[0], Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
+	data := bytes.Repeat([]byte{5}, 3<<20)
+	for range 2 { // created, then bound to as it is
+		snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := snaps.Put(ctx, meta, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := persist("OBJ_" + eventstore.SnapshotBucketDefault); got != jetstream.AsyncPersistMode {
+		t.Fatalf("snapshot bucket persist mode %v, want async", got)
+	}
+	if got := persist(store.StreamName()); got != jetstream.DefaultPersistMode {
+		t.Fatalf("event stream persist mode %v, want the default (a sync before every answer)", got)
+	}
+	// a bucket as an earlier build created it
+	if _, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "EARLIER", Storage: jetstream.FileStorage}); err != nil {
+		t.Fatal(err)
+	}
+	earlier, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, Bucket: "EARLIER"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := earlier.Put(ctx, meta, data[:1000]); err != nil {
+		t.Fatal(err)
+	}
+	if got := persist("OBJ_EARLIER"); got != jetstream.DefaultPersistMode {
+		t.Fatalf("earlier bucket persist mode %v, want it kept", got)
+	}
+	// after a clean restart of the server, both snapshots are read back whole
+	store.Close()
+	srv.Shutdown()
+	store = openStore(t, runEmbedded(t, dir), eventstore.Config{})
+	for bucket, want := range map[string]int{eventstore.SnapshotBucketDefault: len(data), "EARLIER": 1000} {
+		snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, Bucket: bucket})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, back, err := snaps.Latest(ctx, "writer", "c1")
+		if err != nil || got.Sequence != seqs[0] || len(back) != want {
+			t.Fatalf("%s after a restart: %+v, %d bytes, %v", bucket, got, len(back), err)
+		}
+	}
+}
