@@ -24,10 +24,11 @@ const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 
 // SnapshotPaceDefault is the default SnapshotConfig.PaceBytesPerSecond:
 // the writer's snapshot of 20 MB (300 000 keys) is stored in about 1.2 s,
-// a read models' snapshot of 300 MB in about 19 s. At 32 MiB/s the
-// commands' p99 while storing was 1.2 to 2.6 times their p99 outside on a
-// quiet machine, at 16 MiB/s 1.1 to 1.5 (docs/performance.md, "Snapshots
-// at an eighth of a processor and 16 MiB/s").
+// a read models' snapshot of 300 MB in about 19 s. On a quiet machine the
+// commands' p99 while a snapshot was stored at 32 MiB/s was 1.38 times
+// their p99 outside (median of 16 runs), at 16 MiB/s 1.22 (6 runs), and
+// 1.10 (3 runs) with a bucket not synced chunk by chunk
+// (docs/performance.md, "Slower snapshots").
 const SnapshotPaceDefault = 16 << 20
 
 // SnapshotChunkDefault is the default SnapshotConfig.ChunkBytes: 1 MiB,
@@ -172,14 +173,15 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 // own timer, not after every chunk. A snapshot is a shortcut, checked
 // against the stream at every start and never trusted over it, so a crash
 // that loses the newest costs a start an older one or a replay, never a
-// fact; synced chunk by chunk, its megabytes were written and flushed on
-// the disk the stream's commits flush to, and the writer's commands waited
-// behind them (docs/performance.md, "The snapshot bucket without a sync per
-// chunk"). The stream's own writes stay synced before every answer: the
-// mode is the bucket stream's alone. A replicated bucket keeps the default
-// (the server refuses asynchronous persistence on replicated streams), and
-// a bucket created by an earlier build keeps the mode it has, since a
-// stream's persist mode cannot be changed (docs/snapshots.md).
+// fact; synced chunk by chunk, its megabytes were flushed on the disk the
+// stream's commits flush to, and the commands' p99 while storing was 1.38
+// times their p99 outside against 1.19 without (medians of 16 and 9 runs,
+// docs/performance.md, "Slower snapshots"). The stream's own writes stay
+// synced before every answer: the mode is the bucket stream's alone. A
+// replicated bucket keeps the default (the server refuses asynchronous
+// persistence on replicated streams), and a bucket created by an earlier
+// build keeps the mode it has, since a stream's persist mode cannot be
+// changed (docs/snapshots.md).
 func (s *NATSStore) openSnapshotBucket(ctx context.Context, cfg SnapshotConfig) (jetstream.ObjectStore, error) {
 	ocfg := jetstream.ObjectStoreConfig{Bucket: cfg.Bucket, Description: "Tresor snapshots of the writer and the read models",
 		Storage: jetstream.FileStorage, Replicas: cfg.Replicas}

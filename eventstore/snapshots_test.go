@@ -17,10 +17,7 @@ var snapKey = bytes.Repeat([]byte{7}, 32)
 func TestSnapshotsKeepTheNewestAuthenticated(t *testing.T) {
 	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, time.Minute)
-	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	seq, head := oneEventHead(t, store)
 	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, Keep: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -29,10 +26,6 @@ func TestSnapshotsKeepTheNewestAuthenticated(t *testing.T) {
 		t.Fatalf("empty bucket: %v", err)
 	}
 	// given three snapshots, the bucket keeping two
-	head, err := store.HeadAt(ctx, "c1", seqs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
 	for i := uint64(1); i <= 3; i++ {
 		meta := eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: i, Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
 		if err := snaps.Put(ctx, meta, bytes.Repeat([]byte{byte(i)}, 300_000)); err != nil {
@@ -76,7 +69,7 @@ func TestSnapshotsKeepTheNewestAuthenticated(t *testing.T) {
 		t.Fatalf("snapshot of another key: %v", err)
 	}
 	// and HeadAt refuses a sequence of another chain
-	if _, err := store.HeadAt(ctx, "c2", seqs[0]); !errors.Is(err, eventstore.ErrInvalid) {
+	if _, err := store.HeadAt(ctx, "c2", seq); !errors.Is(err, eventstore.ErrInvalid) {
 		t.Fatalf("head of another chain: %v", err)
 	}
 }
@@ -154,14 +147,7 @@ func TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk(t *testing.T) {
 	srv := runEmbedded(t, dir)
 	store := openStore(t, srv, eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, time.Minute)
-	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	head, err := store.HeadAt(ctx, "c1", seqs[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	seq, head := oneEventHead(t, store)
 	js, err := jetstream.New(store.Conn())
 	if err != nil {
 		t.Fatal(err)
@@ -174,7 +160,7 @@ func TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk(t *testing.T) {
 		}
 		return info.CachedInfo().Config.PersistMode
 	}
-	meta := eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: seqs[0], Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
+	meta := eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: seq, Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
 	data := bytes.Repeat([]byte{5}, 3<<20)
 	for range 2 { // created, then bound to as it is
 		snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey})
@@ -215,8 +201,24 @@ func TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, back, err := snaps.Latest(ctx, "writer", "c1")
-		if err != nil || got.Sequence != seqs[0] || len(back) != want {
+		if err != nil || got.Sequence != seq || len(back) != want {
 			t.Fatalf("%s after a restart: %+v, %d bytes, %v", bucket, got, len(back), err)
 		}
 	}
+}
+
+// oneEventHead appends one event to chain c1 of store and returns its
+// sequence and the chain's head there.
+func oneEventHead(tb testing.TB, store *eventstore.NATSStore) (uint64, eventstore.Head) {
+	tb.Helper()
+	ctx := eventstoretest.Ctx(tb, time.Minute)
+	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	head, err := store.HeadAt(ctx, "c1", seqs[0])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return seqs[0], head
 }

@@ -210,11 +210,11 @@ func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since 
 // every goroutine a command goes through (the loop, the committer, the
 // server's) waited for the other: the commands' p50 doubled while it
 // lasted (docs/performance.md, "Taken quietly"). At one part in four the
-// commands' p99 while encoding was still 1.2 to 1.5 times their p99
-// outside on a quiet machine; at one part in eight, with the yields
-// below, 0.9 to 1.4 (docs/performance.md, "Snapshots at an eighth of a
-// processor and 16 MiB/s"). A snapshot of 10 MB then takes about twice as
-// long to encode: at the default interval, once every 250 000 events.
+// commands' p99 while encoding was still 1.31 times their p99 outside on a
+// quiet machine (median of 16 runs); at one part in eight, with the yields
+// below, 1.10 to 1.21 (docs/performance.md, "Slower snapshots"). A
+// snapshot then takes about twice as long to encode: at the default
+// interval, once every 250 000 events.
 const encodeShareInverse = 8
 
 // encodeSliceMin is the least work between two rests: shorter sleeps
