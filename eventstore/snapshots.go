@@ -27,8 +27,8 @@ const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 // a read models' snapshot of 300 MB in about 19 s. On a quiet machine the
 // commands' p99 while a snapshot was stored at 32 MiB/s was 1.38 times
 // their p99 outside (median of 16 runs), at 16 MiB/s 1.22 (6 runs), and
-// 1.10 (3 runs) with a bucket not synced chunk by chunk
-// (docs/performance.md, "Slower snapshots").
+// 1.10 to 1.23 (two builds, 3 runs each) with a bucket not synced chunk by
+// chunk (docs/performance.md, "Slower snapshots").
 const SnapshotPaceDefault = 16 << 20
 
 // SnapshotChunkDefault is the default SnapshotConfig.ChunkBytes: 1 MiB,

@@ -212,9 +212,10 @@ func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since 
 // lasted (docs/performance.md, "Taken quietly"). At one part in four the
 // commands' p99 while encoding was still 1.31 times their p99 outside on a
 // quiet machine (median of 16 runs); at one part in eight, with the yields
-// below, 1.10 to 1.21 (docs/performance.md, "Slower snapshots"). A
-// snapshot then takes about twice as long to encode: at the default
-// interval, once every 250 000 events.
+// below, 1.10 to 1.46 (medians of 3 to 6 runs; main 1.91 in the pairs of
+// the 1.46) (docs/performance.md, "Slower snapshots"). A snapshot then
+// takes about twice as long to encode: at the default interval, once every
+// 250 000 events.
 const encodeShareInverse = 8
 
 // encodeSliceMin is the least work between two rests: shorter sleeps
