@@ -146,8 +146,8 @@ func TestASnapshotStoredAsOneObjectStillLoads(t *testing.T) {
 	}
 	put(data)
 	slot := snaps.Slot("writer", "c1", 1, "r")
-	if seq, got, _, err := slot.Load(ctx); err != nil || seq != seq || !bytes.Equal(got, data) {
-		t.Fatalf("one-object snapshot: seq %d, %d bytes, %v", seq, len(got), err)
+	if loaded, got, _, err := slot.Load(ctx); err != nil || loaded != seq || !bytes.Equal(got, data) {
+		t.Fatalf("one-object snapshot: seq %d, %d bytes, %v", loaded, len(got), err)
 	}
 	put(data[:4000])
 	if _, _, _, err := slot.Load(ctx); !errors.Is(err, eventstore.ErrSnapshotRefused) || !strings.Contains(err.Error(), "authentication fails") {
