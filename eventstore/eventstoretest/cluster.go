@@ -29,26 +29,44 @@ type Cluster struct {
 // meta leader. The nodes stop at cleanup.
 func StartCluster(tb testing.TB) *Cluster {
 	tb.Helper()
-	c := &Cluster{clientPorts: FreePorts(tb, 3), routePorts: FreePorts(tb, 3)}
+	c := &Cluster{Nodes: make([]*eventstore.EmbeddedServer, 3)}
 	root := tb.TempDir()
-	for i := range 3 {
-		c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("n%d", i)))
-	}
-	c.Nodes = make([]*eventstore.EmbeddedServer, 3)
-	c.StartAll(tb)
-	tb.Cleanup(func() {
-		for i, n := range c.Nodes {
-			if n != nil {
-				c.Stop(i)
-			}
+	tb.Cleanup(c.stopAll)
+	// The ports are picked free, then bound by the servers: another
+	// process of the suite can take one in between, and the node that
+	// cannot bind it is never ready. A first start that fails is tried
+	// again on other ports, in fresh data directories.
+	var err error
+	for attempt := range clusterStartAttempts {
+		c.clientPorts, c.routePorts, c.dirs = FreePorts(tb, 3), FreePorts(tb, 3), nil
+		for i := range 3 {
+			c.dirs = append(c.dirs, filepath.Join(root, fmt.Sprintf("a%d", attempt), fmt.Sprintf("n%d", i)))
 		}
-	})
+		if err = c.startNodes(); err == nil {
+			break
+		}
+		tb.Logf("cluster start %d of %d: %v", attempt+1, clusterStartAttempts, err)
+		c.stopAll()
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	c.waitForMetaLeader(tb)
 	return c
 }
+
+// clusterStartAttempts bounds StartCluster's tries on fresh ports.
+const clusterStartAttempts = 3
 
 // Start starts node i on its ports and data directory.
 func (c *Cluster) Start(tb testing.TB, i int) {
 	tb.Helper()
+	if err := c.start(i); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+func (c *Cluster) start(i int) error {
 	var routes []string
 	for j, p := range c.routePorts {
 		if j != i {
@@ -64,9 +82,29 @@ func (c *Cluster) Start(tb testing.TB, i int) {
 		StartTimeout: 20 * time.Second,
 	})
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	c.Nodes[i] = srv
+	return nil
+}
+
+// startNodes starts every node, stopping at the first that fails.
+func (c *Cluster) startNodes() error {
+	for i := range c.Nodes {
+		if err := c.start(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopAll stops the nodes still running.
+func (c *Cluster) stopAll() {
+	for i, n := range c.Nodes {
+		if n != nil {
+			c.Stop(i)
+		}
+	}
 }
 
 // StartAll starts every node and waits until JetStream has a meta leader:
@@ -76,6 +114,12 @@ func (c *Cluster) StartAll(tb testing.TB) {
 	for i := range c.Nodes {
 		c.Start(tb, i)
 	}
+	c.waitForMetaLeader(tb)
+}
+
+// waitForMetaLeader waits until JetStream has a meta leader.
+func (c *Cluster) waitForMetaLeader(tb testing.TB) {
+	tb.Helper()
 	Eventually(tb, 30*time.Second, func() error {
 		nc, err := nats.Connect(c.URLs())
 		if err != nil {
