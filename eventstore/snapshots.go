@@ -155,11 +155,7 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 	started := time.Now()
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	os, err := s.openSnapshotBucket(ctx, cfg)
-	if err != nil {
-		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
-	}
-	stream, err := s.js.Stream(ctx, objectStreamPrefix+cfg.Bucket)
+	os, stream, err := s.openSnapshotBucket(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
 	}
@@ -182,32 +178,39 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 // persistence on replicated streams), and a bucket created by an earlier
 // build keeps the mode it has, since a stream's persist mode cannot be
 // changed (docs/snapshots.md).
-func (s *NATSStore) openSnapshotBucket(ctx context.Context, cfg SnapshotConfig) (jetstream.ObjectStore, error) {
-	ocfg := jetstream.ObjectStoreConfig{Bucket: cfg.Bucket, Description: "Tresor snapshots of the writer and the read models",
-		Storage: jetstream.FileStorage, Replicas: cfg.Replicas}
-	if cfg.Replicas > 1 {
-		return s.js.CreateOrUpdateObjectStore(ctx, ocfg)
-	}
-	st, err := s.js.Stream(ctx, objectStreamPrefix+cfg.Bucket)
+func (s *NATSStore) openSnapshotBucket(ctx context.Context, cfg SnapshotConfig) (jetstream.ObjectStore, jetstream.Stream, error) {
+	name := objectStreamPrefix + cfg.Bucket
+	st, err := s.js.Stream(ctx, name)
 	switch {
-	case errors.Is(err, jetstream.ErrStreamNotFound):
+	case errors.Is(err, jetstream.ErrStreamNotFound) && cfg.Replicas <= 1:
 		// The Object Store's own stream configuration, with the persist
 		// mode its configuration has no field for.
-		scfg := jetstream.StreamConfig{Name: objectStreamPrefix + cfg.Bucket, Description: ocfg.Description,
+		st, err = s.js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Description: snapshotBucketDescription,
 			Subjects: []string{"$O." + cfg.Bucket + ".C.>", "$O." + cfg.Bucket + ".M.>"}, MaxBytes: -1,
 			Storage: jetstream.FileStorage, Replicas: 1, Discard: jetstream.DiscardNew, AllowRollup: true, AllowDirect: true,
-			PersistMode: jetstream.AsyncPersistMode}
-		if _, err := s.js.CreateStream(ctx, scfg); err != nil && !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return nil, err
+			PersistMode: jetstream.AsyncPersistMode})
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) { // another process created it meanwhile
+			st, err = s.js.Stream(ctx, name)
 		}
-		return s.js.ObjectStore(ctx, cfg.Bucket)
-	case err != nil:
-		return nil, err
-	case st.CachedInfo().Config.PersistMode == jetstream.AsyncPersistMode:
-		return s.js.ObjectStore(ctx, cfg.Bucket)
+	case errors.Is(err, jetstream.ErrStreamNotFound) || err == nil && st.CachedInfo().Config.PersistMode != jetstream.AsyncPersistMode:
+		// Replicated, or a bucket of an earlier build (its mode kept).
+		os, err := s.js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: cfg.Bucket,
+			Description: snapshotBucketDescription, Storage: jetstream.FileStorage, Replicas: cfg.Replicas})
+		if err != nil {
+			return nil, nil, err
+		}
+		st, err = s.js.Stream(ctx, name)
+		return os, st, err
 	}
-	return s.js.CreateOrUpdateObjectStore(ctx, ocfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	os, err := s.js.ObjectStore(ctx, cfg.Bucket)
+	return os, st, err
 }
+
+// snapshotBucketDescription describes the snapshot bucket's stream.
+const snapshotBucketDescription = "Tresor snapshots of the writer and the read models"
 
 // name orders a kind's snapshots by sequence: zero-padded, they sort as
 // their sequences do.
