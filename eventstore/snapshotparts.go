@@ -93,9 +93,17 @@ type PartWriter struct {
 	name     string
 	buf      []byte
 	max      int
-	// next is when the pace lets the next bytes go (SnapshotConfig.PaceBytesPerSecond).
-	next time.Time
+	// next is when the pace lets the next bytes go (SnapshotConfig.PaceBytesPerSecond);
+	// unpaced lifts the pace (Unpaced).
+	next    time.Time
+	unpaced bool
 }
+
+// Unpaced sends what is written next as fast as the server takes it: for
+// a snapshot taken when nothing else waits on the server (serve's closing
+// snapshot, after its writer has stopped), which the pace would only make
+// the stop wait for (600 MB of read models: 37 s at 16 MiB/s).
+func (w *PartWriter) Unpaced() { w.unpaced = true }
 
 func (w *PartWriter) Write(p []byte) (int, error) {
 	n := len(p)
@@ -171,7 +179,7 @@ func (r *pacedReader) Read(p []byte) (int, error) {
 		return 0, io.EOF
 	}
 	rate := r.w.s.cfg.PaceBytesPerSecond
-	if rate > 0 {
+	if rate > 0 && !r.w.unpaced {
 		now := time.Now()
 		if wait := r.w.next.Sub(now); wait > 0 {
 			t := time.NewTimer(wait)

@@ -400,6 +400,32 @@ func TestASnapshotIsSentAtItsPace(t *testing.T) {
 	}
 }
 
+// TestAnUnpacedSnapshotIsNotHeldToThePace: after PartWriter.Unpaced (serve's
+// closing snapshot) the bytes go as fast as the server takes them: 1 MiB
+// at a pace of 16 KiB/s would take 64 s; it is stored in far less, and
+// reads back whole.
+func TestAnUnpacedSnapshotIsNotHeldToThePace(t *testing.T) {
+	slot, seq := oneEventSlot(t, eventstore.SnapshotConfig{Key: snapKey, PartBytes: 300 << 10, PaceBytesPerSecond: 16 << 10, ChunkBytes: 128 << 10})
+	ctx := context.Background()
+	data := pattern(1<<20, 9)
+	start := time.Now()
+	err := slot.SaveParts(ctx, seq, func(w *eventstore.PartWriter) error {
+		w.Unpaced()
+		_, err := w.Write(data)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if took, paced := time.Since(start), time.Duration(len(data))*time.Second/(16<<10); took > paced/4 {
+		t.Errorf("1 MiB stored unpaced in %s, the pace would take %s", took, paced)
+	}
+	_, got, _, err := slot.Load(ctx)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("loaded %d bytes (%v), want the %d stored", len(got), err, len(data))
+	}
+}
+
 // TestASnapshotIsSentInChunksOfAMebibyte: a part goes to the bucket in
 // Object Store chunks of SnapshotChunkDefault (1 MiB), each one message
 // of the bucket's stream and, on a server that syncs always, one fsync:

@@ -162,13 +162,16 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		runDone <- runner.Run(runCtx)
 	}()
 	// stopRunner stops the projections; after a clean stop, the in-memory
-	// read models take a snapshot, so the next start applies nothing.
+	// read models take a snapshot, so the next start applies nothing. On
+	// the embedded default it is stored unpaced: the server is this
+	// process's, its writer has stopped. A node of a cluster keeps the
+	// pace: a standby may be taking over on the same servers.
 	stopRunner := func(clean bool) {
 		cancelRun()
 		<-runDone
 		<-snapDone
 		if psnap != nil && clean {
-			psnap.save(ctx)
+			psnap.save(ctx, cfg.NATSURL == "")
 		}
 	}
 

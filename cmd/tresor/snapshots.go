@@ -89,7 +89,7 @@ func (p *projectionSnapshots) run(ctx context.Context, applied func() uint64) {
 		case <-tick.C:
 		}
 		if applied() > p.saved {
-			p.save(ctx)
+			p.save(ctx, false)
 		}
 	}
 }
@@ -123,7 +123,10 @@ func (p *projectionSnapshots) warm(ctx context.Context, ready func() bool) {
 // snapshot's parts; a failure is logged. The writer does not wait. Nothing
 // new since the last snapshot taken or loaded is not worth a freeze, which
 // would first load every shard not loaded yet (a stop right after a start).
-func (p *projectionSnapshots) save(ctx context.Context) {
+// A closing snapshot, taken once the runner and the writer have stopped,
+// is stored unpaced: nothing waits on the server, and the stop waits for
+// it.
+func (p *projectionSnapshots) save(ctx context.Context, closing bool) {
 	if at, _ := p.store.Checkpoint(ctx); at <= p.saved {
 		return
 	}
@@ -140,6 +143,9 @@ func (p *projectionSnapshots) save(ctx context.Context) {
 	}
 	var n int64
 	err = p.slot.SaveParts(context.WithoutCancel(ctx), seq, func(w *eventstore.PartWriter) (err error) {
+		if closing {
+			w.Unpaced()
+		}
 		n, err = frozen.Encode(w)
 		return err
 	})
