@@ -319,16 +319,17 @@ func (s *snapshotter) save() {
 	if s.f.Seq() == 0 {
 		return
 	}
-	start := time.Now()
+	start, startCPU := time.Now(), s.cfg.SnapshotSpans.cpu()
 	s.pace.since = start
 	data, err := s.f.EncodeWith(&s.enc)
 	if err != nil {
 		s.log.Error("snapshot not taken", "seq", s.f.Seq(), "err", err)
 		return
 	}
-	encoded := time.Now()
+	encoded, encodedCPU := time.Now(), s.cfg.SnapshotSpans.cpu()
 	StoreSnapshot(s.store, s.log, s.f.Seq(), data, encoded.Sub(start))
-	s.cfg.SnapshotSpans.add(snapshotSpan{start, encoded, time.Now()})
+	s.cfg.SnapshotSpans.add(snapshotSpan{began: start, encoded: encoded, stored: time.Now(),
+		cpu: [3]time.Duration{startCPU, encodedCPU, s.cfg.SnapshotSpans.cpu()}})
 }
 
 // SnapshotPhase is what the writer's snapshotter was doing at a time.
@@ -342,14 +343,58 @@ const (
 )
 
 // snapshotSpan is when one snapshot's encoding began, ended, and when its
-// store ended.
-type snapshotSpan struct{ began, encoded, stored time.Time }
+// store ended, and the process's processor time at each (SnapshotSpans.CPU).
+type snapshotSpan struct {
+	began, encoded, stored time.Time
+	cpu                    [3]time.Duration
+}
 
 // SnapshotSpans records when snapshots were taken, so that a measurement
 // can tell what a command met. It is safe for concurrent use.
 type SnapshotSpans struct {
+	// CPU, when set, returns the processor time the process has used:
+	// read at each phase's bounds, so that PhaseCPU can tell what each
+	// phase cost the whole process (the server's work on the chunks
+	// included), a figure far steadier from run to run than a latency's
+	// tail.
+	CPU func() time.Duration
+
 	mu    sync.Mutex
 	spans []snapshotSpan
+}
+
+// cpu reads CPU; zero when s or CPU is nil.
+func (s *SnapshotSpans) cpu() time.Duration {
+	if s == nil || s.CPU == nil {
+		return 0
+	}
+	return s.CPU()
+}
+
+// PhaseCPU is what the process used while snapshots were encoded and
+// while they were stored: processor time and wall time, summed over the
+// snapshots.
+type PhaseCPU struct {
+	EncodingCPU, EncodingWall time.Duration
+	StoringCPU, StoringWall   time.Duration
+}
+
+// PhaseCPU sums the phases of the snapshots taken wholly between from and
+// to (with CPU set).
+func (s *SnapshotSpans) PhaseCPU(from, to time.Time) PhaseCPU {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var p PhaseCPU
+	for _, sp := range s.spans {
+		if sp.began.Before(from) || sp.stored.After(to) {
+			continue
+		}
+		p.EncodingCPU += sp.cpu[1] - sp.cpu[0]
+		p.EncodingWall += sp.encoded.Sub(sp.began)
+		p.StoringCPU += sp.cpu[2] - sp.cpu[1]
+		p.StoringWall += sp.stored.Sub(sp.encoded)
+	}
+	return p
 }
 
 // add records a snapshot; a nil s records nothing.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -122,21 +123,30 @@ type simulateReport struct {
 	// during the run, and the commands' latencies are also given by what
 	// its snapshotter was doing when they were clicked: taking one
 	// (encoding or storing it), encoding, storing, or nothing.
-	SnapshotsTaken          int         `json:"snapshots_taken"`
-	CommandsDuringSnapshots int         `json:"commands_during_snapshots"`
-	CommandDuringP50Ms      float64     `json:"command_latency_p50_ms_during_snapshots"`  // float-ok: a duration
-	CommandDuringP99Ms      float64     `json:"command_latency_p99_ms_during_snapshots"`  // float-ok: a duration
-	CommandEncodingP50Ms    float64     `json:"command_latency_p50_ms_while_encoding"`    // float-ok: a duration
-	CommandEncodingP99Ms    float64     `json:"command_latency_p99_ms_while_encoding"`    // float-ok: a duration
-	CommandStoringP50Ms     float64     `json:"command_latency_p50_ms_while_storing"`     // float-ok: a duration
-	CommandStoringP99Ms     float64     `json:"command_latency_p99_ms_while_storing"`     // float-ok: a duration
-	CommandOutsideP50Ms     float64     `json:"command_latency_p50_ms_outside_snapshots"` // float-ok: a duration
-	CommandOutsideP99Ms     float64     `json:"command_latency_p99_ms_outside_snapshots"` // float-ok: a duration
-	BooksBalanced           bool        `json:"books_balanced"`
-	BooksDetail             string      `json:"books_detail"`
-	Blocks                  []blockLine `json:"blocks"`
-	Yardstick               *float64    `json:"yardstick_events_per_second,omitempty"` // float-ok: a rate
-	YardstickRatio          *float64    `json:"events_per_second_over_yardstick,omitempty"`
+	SnapshotsTaken          int     `json:"snapshots_taken"`
+	CommandsDuringSnapshots int     `json:"commands_during_snapshots"`
+	CommandDuringP50Ms      float64 `json:"command_latency_p50_ms_during_snapshots"`  // float-ok: a duration
+	CommandDuringP99Ms      float64 `json:"command_latency_p99_ms_during_snapshots"`  // float-ok: a duration
+	CommandEncodingP50Ms    float64 `json:"command_latency_p50_ms_while_encoding"`    // float-ok: a duration
+	CommandEncodingP99Ms    float64 `json:"command_latency_p99_ms_while_encoding"`    // float-ok: a duration
+	CommandStoringP50Ms     float64 `json:"command_latency_p50_ms_while_storing"`     // float-ok: a duration
+	CommandStoringP99Ms     float64 `json:"command_latency_p99_ms_while_storing"`     // float-ok: a duration
+	CommandOutsideP50Ms     float64 `json:"command_latency_p50_ms_outside_snapshots"` // float-ok: a duration
+	CommandOutsideP99Ms     float64 `json:"command_latency_p99_ms_outside_snapshots"` // float-ok: a duration
+	// CPUCores* are the processor time the whole process used (writer,
+	// embedded server, snapshotter) over the wall time, within the plays:
+	// while the writer's snapshots were encoded, while they were stored,
+	// and outside them. A phase's excess over outside, times its length,
+	// is what it cost: a figure far steadier from run to run than the
+	// commands' p99 on a shared machine (docs/performance.md).
+	CPUCoresEncoding float64     `json:"cpu_cores_while_encoding,omitempty"`    // float-ok: a rate
+	CPUCoresStoring  float64     `json:"cpu_cores_while_storing,omitempty"`     // float-ok: a rate
+	CPUCoresOutside  float64     `json:"cpu_cores_outside_snapshots,omitempty"` // float-ok: a rate
+	BooksBalanced    bool        `json:"books_balanced"`
+	BooksDetail      string      `json:"books_detail"`
+	Blocks           []blockLine `json:"blocks"`
+	Yardstick        *float64    `json:"yardstick_events_per_second,omitempty"` // float-ok: a rate
+	YardstickRatio   *float64    `json:"events_per_second_over_yardstick,omitempty"`
 	// With --yardstick, the yardstick is also measured in yardstickRoundsEach
 	// rounds before the plays (on the fresh server, the writer open and
 	// idle) and in as many after them (the first of which is
@@ -228,7 +238,7 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	}
 	defer st.Close()
 	if cfg.Snapshots {
-		st.snapshotSpans = &settlement.SnapshotSpans{}
+		st.snapshotSpans = &settlement.SnapshotSpans{CPU: processCPU}
 	}
 	w, err := st.openWriter(ctx, cfg)
 	if err != nil {
@@ -283,6 +293,9 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		rep.CommandEncodingP50Ms, rep.CommandEncodingP99Ms = percentilesMs(by[settlement.SnapshotEncoding])
 		rep.CommandStoringP50Ms, rep.CommandStoringP99Ms = percentilesMs(by[settlement.SnapshotStoring])
 		rep.CommandOutsideP50Ms, rep.CommandOutsideP99Ms = percentilesMs(by[settlement.NoSnapshot])
+		p := st.snapshotSpans.PhaseCPU(plays.began, plays.ended)
+		rep.CPUCoresEncoding, rep.CPUCoresStoring = cores(p.EncodingCPU, p.EncodingWall), cores(p.StoringCPU, p.StoringWall)
+		rep.CPUCoresOutside = cores(plays.cpu-p.EncodingCPU-p.StoringCPU, plays.ended.Sub(plays.began)-p.EncodingWall-p.StoringWall)
 	}
 	if plays.stats.Batches > 0 {
 		rep.EventsPerBatch = float64(plays.stats.Events) / float64(plays.stats.Batches)
@@ -331,9 +344,18 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 // playsMeasure is what simulate measures over the plays alone: the
 // committer's batches, the process's CPU time, and the profiles asked for.
 type playsMeasure struct {
-	stats eventstore.CommitterStats
-	cpu   time.Duration
-	err   error
+	stats        eventstore.CommitterStats
+	cpu          time.Duration
+	began, ended time.Time
+	err          error
+}
+
+// cores is cpu over wall, to two decimals; 0 without wall time.
+func cores(cpu, wall time.Duration) float64 {
+	if wall <= 0 {
+		return 0
+	}
+	return math.Round(cpu.Seconds()/wall.Seconds()*100) / 100
 }
 
 // start starts measuring and returns the function that stops.
@@ -346,8 +368,9 @@ func (m *playsMeasure) start(log *settlement.EventLog, o simulateOptions) func()
 		}
 	}
 	stats0, cpu0 := log.Stats(), processCPU()
+	m.began = time.Now()
 	return func() {
-		m.cpu = processCPU() - cpu0
+		m.cpu, m.ended = processCPU()-cpu0, time.Now()
 		s := log.Stats()
 		m.stats = eventstore.CommitterStats{Batches: s.Batches - stats0.Batches, Events: s.Events - stats0.Events,
 			CommitTime: s.CommitTime - stats0.CommitTime}
@@ -407,6 +430,8 @@ func (r *simulateReport) print(w io.Writer) error {
 		fmt.Fprintf(tw, "    encoding it\tp50 %.2f ms, p99 %.2f ms\n", r.CommandEncodingP50Ms, r.CommandEncodingP99Ms)
 		fmt.Fprintf(tw, "    storing it\tp50 %.2f ms, p99 %.2f ms\n", r.CommandStoringP50Ms, r.CommandStoringP99Ms)
 		fmt.Fprintf(tw, "  otherwise\tp50 %.2f ms, p99 %.2f ms\n", r.CommandOutsideP50Ms, r.CommandOutsideP99Ms)
+		fmt.Fprintf(tw, "  processors in use (the whole process)\t%.2f while encoding, %.2f while storing, %.2f otherwise\n",
+			r.CPUCoresEncoding, r.CPUCoresStoring, r.CPUCoresOutside)
 	}
 	fmt.Fprintf(tw, "batches\t%d (%.1f events each, %.2f ms to commit on average)\n", r.Batches, r.EventsPerBatch, r.CommitMsAvg)
 	fmt.Fprintf(tw, "  a command's time\tqueued p50 %.2f / p99 %.2f ms, in its batch %.2f / %.2f ms, commit %.2f / %.2f ms, outside the log %.2f / %.2f ms\n",

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 )
@@ -73,22 +74,37 @@ func TestSimulateSplitsACommandsTime(t *testing.T) {
 
 // TestSimulateSplitsTheLatencyBySnapshot takes a writer snapshot every 100
 // events during an open-loop run and checks that the report classes some
-// commands, not all, as clicked while one was taken, with their figures.
+// commands, not all, as clicked while one was taken, with their figures,
+// and gives the processors the process used in each phase: some, and no
+// more than the machine has.
 func TestSimulateSplitsTheLatencyBySnapshot(t *testing.T) {
 	const plays = 300
 	var r struct {
-		Snapshots  int     `json:"snapshots_taken"`
-		During     int     `json:"commands_during_snapshots"`
-		DuringP99  float64 `json:"command_latency_p99_ms_during_snapshots"`
-		OutsideP99 float64 `json:"command_latency_p99_ms_outside_snapshots"`
-		EncodeP50  float64 `json:"command_latency_p50_ms_while_encoding"`
-		StoreP50   float64 `json:"command_latency_p50_ms_while_storing"`
+		Snapshots   int     `json:"snapshots_taken"`
+		During      int     `json:"commands_during_snapshots"`
+		DuringP99   float64 `json:"command_latency_p99_ms_during_snapshots"`
+		OutsideP99  float64 `json:"command_latency_p99_ms_outside_snapshots"`
+		EncodeP50   float64 `json:"command_latency_p50_ms_while_encoding"`
+		StoreP50    float64 `json:"command_latency_p50_ms_while_storing"`
+		CPUEncoding float64 `json:"cpu_cores_while_encoding"`
+		CPUStoring  float64 `json:"cpu_cores_while_storing"`
+		CPUOutside  float64 `json:"cpu_cores_outside_snapshots"`
 	}
 	simulateJSON(t, &r, "--data", filepath.Join(t.TempDir(), "data"), "--price", "1", "--plays", strconv.Itoa(plays),
 		"--players", "10", "--rate", "200", "--snapshot-every", "100")
 	if r.Snapshots < 2 || r.During < 1 || r.During >= 5*plays || r.DuringP99 <= 0 || r.OutsideP99 <= 0 ||
 		r.EncodeP50+r.StoreP50 <= 0 {
 		t.Fatalf("report: %+v", r)
+	}
+	// Rounded to hundredths: a phase of a few milliseconds can read 0.
+	most := float64(runtime.NumCPU()) * 1.05
+	for _, c := range []float64{r.CPUEncoding, r.CPUStoring, r.CPUOutside} {
+		if c < 0 || c > most {
+			t.Fatalf("processors in use outside [0, %.2f]: %+v", most, r)
+		}
+	}
+	if r.CPUEncoding+r.CPUStoring <= 0 || r.CPUOutside <= 0 {
+		t.Fatalf("no processor time measured: %+v", r)
 	}
 }
 
