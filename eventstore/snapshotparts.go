@@ -93,10 +93,9 @@ type PartWriter struct {
 	name     string
 	buf      []byte
 	max      int
-	// next is when the pace lets the next bytes go (SnapshotConfig.PaceBytesPerSecond);
-	// unpaced lifts the pace (Unpaced).
-	next    time.Time
-	unpaced bool
+	// pace holds the bytes to SnapshotConfig.PaceBytesPerSecond; Unpaced
+	// lifts it.
+	pace pace
 }
 
 // Unpaced sends what is written next as fast as the server takes it: for
@@ -104,7 +103,7 @@ type PartWriter struct {
 // snapshot, after its writer has stopped), which the pace would only make
 // the stop wait for (the 198 MB of read models of a sold-out block: a
 // stop of 16 to 17 s paced, 8 to 10 s unpaced).
-func (w *PartWriter) Unpaced() { w.unpaced = true }
+func (w *PartWriter) Unpaced() { w.pace.rate = 0 }
 
 func (w *PartWriter) Write(p []byte) (int, error) {
 	n := len(p)
@@ -156,7 +155,7 @@ func (w *PartWriter) put(data []byte) error {
 	i := len(w.manifest.Parts)
 	name := partName(w.name, w.manifest.ID, i)
 	meta := jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(w.s.cfg.ChunkBytes)}}
-	if _, err := w.s.os.Put(w.ctx, meta, &pacedReader{w: w, data: data}); err != nil {
+	if _, err := w.s.os.Put(w.ctx, meta, &pacedReader{ctx: w.ctx, pace: &w.pace, data: data}); err != nil {
 		return fmt.Errorf("put snapshot part %s: %w", name, err)
 	}
 	w.manifest.Parts = append(w.manifest.Parts, snapshotPart{Bytes: len(data), MAC: w.s.partMAC(w.name, w.manifest.ID, i, data)})
@@ -168,10 +167,10 @@ func (w *PartWriter) put(data []byte) error {
 // (a chunk, SnapshotConfig.ChunkBytes) at once without waiting for its
 // acknowledgement: it holds a read back until the pace lets its bytes go,
 // so that the stream's commits never queue behind more than a chunk of
-// the snapshot's. The pace is a ceiling, not a wait added: time the
-// server already took to take the bytes counts toward it.
+// the snapshot's.
 type pacedReader struct {
-	w    *PartWriter
+	ctx  context.Context
+	pace *pace
 	data []byte
 }
 
@@ -179,25 +178,40 @@ func (r *pacedReader) Read(p []byte) (int, error) {
 	if len(r.data) == 0 {
 		return 0, io.EOF
 	}
-	rate := r.w.s.cfg.PaceBytesPerSecond
-	if rate > 0 && !r.w.unpaced {
-		now := time.Now()
-		if wait := r.w.next.Sub(now); wait > 0 {
-			t := time.NewTimer(wait)
-			select {
-			case <-t.C:
-			case <-r.w.ctx.Done():
-				t.Stop()
-				return 0, r.w.ctx.Err()
-			}
-			now = r.w.next
-		}
-		n := min(len(p), len(r.data))
-		r.w.next = now.Add(time.Duration(n) * time.Second / time.Duration(rate))
+	if err := r.pace.wait(r.ctx, min(len(p), len(r.data))); err != nil {
+		return 0, err
 	}
 	n := copy(p, r.data)
 	r.data = r.data[n:]
 	return n, nil
+}
+
+// pace holds bytes back to a rate: the pace is a ceiling, not a wait
+// added, so time the server already took to take the bytes before counts
+// toward it.
+type pace struct {
+	rate int       // bytes a second; 0 lets every byte go at once
+	next time.Time // when the pace lets the next bytes go
+}
+
+// wait returns once the pace lets n more bytes go.
+func (p *pace) wait(ctx context.Context, n int) error {
+	if p.rate <= 0 {
+		return nil
+	}
+	now := time.Now()
+	if wait := p.next.Sub(now); wait > 0 {
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+		now = p.next
+	}
+	p.next = now.Add(time.Duration(n) * time.Second / time.Duration(p.rate))
+	return nil
 }
 
 // Cut ends a section: what is written next begins a new part and can be
@@ -221,7 +235,8 @@ func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(
 	}
 	meta.Bytes = 0
 	w := &PartWriter{ctx: ctx, s: s, name: snapshotName(meta.Kind, meta.Chain, meta.Sequence),
-		manifest: snapshotManifest{SnapshotMeta: meta, ID: hex.EncodeToString(id[:])}, max: s.cfg.PartBytes}
+		manifest: snapshotManifest{SnapshotMeta: meta, ID: hex.EncodeToString(id[:])}, max: s.cfg.PartBytes,
+		pace: pace{rate: s.cfg.PaceBytesPerSecond}}
 	err := write(w)
 	if err == nil {
 		err = w.flush()

@@ -3,6 +3,7 @@ package eventstore
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -177,4 +178,184 @@ func MeasureOrderedRead(ctx context.Context, s *NATSStore, from, to uint64) (flo
 		}
 	}
 	return float64(to-from+1) / time.Since(start).Seconds(), nil // float-ok: a rate
+}
+
+// LatencyYardstick describes a raw writer on the same server as Tresor's,
+// under the open-loop load a Tresor run carried, so that a command's
+// latency can be quoted over the server's own: what any writer gets from
+// this server, at this rate, on this machine, in this minute. The writer
+// does nothing but publish: commands arrive at even intervals, and each
+// time the previous batch is acknowledged every command that has arrived
+// goes as one atomic batch (at most BatchEventsMax messages), fenced as
+// the committer fences, so at depth 1 a command waits for the batch in
+// flight and then for its own, as Tresor's do. A command's latency counts
+// from when it was due, as simulate's --rate does.
+type LatencyYardstick struct {
+	// CommandsPerSecond arrive for Duration, at even intervals.
+	CommandsPerSecond float64
+	Duration          time.Duration
+	// EventsPerCommand is the commands' mean size in messages (at least
+	// 1): command k holds floor((k+1)m) - floor(km) of them, so that any
+	// stretch of commands averages m. Messages are MessageBytes each.
+	EventsPerCommand float64
+	MessageBytes     int
+	// Replicas of the scratch stream (the same as Tresor's stream).
+	Replicas int
+	// PutBytes, when above 0, stores an object of that many bytes every
+	// PutEvery in a scratch bucket made as the snapshot bucket is, in
+	// chunks of SnapshotChunkDefault at SnapshotPaceDefault: a writer
+	// snapshot's store with no writer, so that the commands' latency while
+	// it goes can be told from outside it.
+	PutBytes int
+	PutEvery time.Duration
+}
+
+// LatencyFloor is what a LatencyYardstick measured: every command's
+// latency, sorted, and the same split by whether the command arrived
+// while an object was being put.
+type LatencyFloor struct {
+	Latencies             []time.Duration
+	DuringPut, OutsidePut []time.Duration
+	Batches, Puts         int
+}
+
+// MeasureCommandLatency runs y on the server behind s: a scratch stream
+// with Tresor's configuration (and a scratch bucket for the puts), deleted
+// afterwards.
+func MeasureCommandLatency(ctx context.Context, s *NATSStore, y LatencyYardstick) (LatencyFloor, error) {
+	if y.CommandsPerSecond <= 0 || y.Duration <= 0 || y.EventsPerCommand < 1 || y.EventsPerCommand >= BatchEventsMax ||
+		y.MessageBytes < 1 || y.Replicas < 1 || y.PutBytes < 0 || (y.PutBytes > 0 && y.PutEvery <= 0) {
+		return LatencyFloor{}, fmt.Errorf("latency yardstick %+v: %w", y, ErrInvalid)
+	}
+	interval := time.Duration(float64(time.Second) / y.CommandsPerSecond) // float-ok: a duration
+	commands := int(y.Duration / max(interval, 1))
+	if commands < 1 {
+		return LatencyFloor{}, fmt.Errorf("latency yardstick %+v: no command within the duration: %w", y, ErrInvalid)
+	}
+	id := nuid.Next()
+	name, prefix := "YARDSTICK_"+id, "yardstick."+id
+	st, err := s.js.CreateStream(ctx, tresorStreamConfig(name, prefix+".>", y.Replicas, 2*time.Minute))
+	if err != nil {
+		return LatencyFloor{}, fmt.Errorf("latency yardstick: create scratch stream: %w", err)
+	}
+	defer s.js.DeleteStream(context.Background(), name)
+	var puts *yardstickPuts
+	if y.PutBytes > 0 {
+		bucket, _, err := s.openSnapshotBucket(ctx, SnapshotConfig{Bucket: name, Replicas: y.Replicas})
+		if err != nil {
+			return LatencyFloor{}, fmt.Errorf("latency yardstick: create scratch bucket: %w", err)
+		}
+		defer s.js.DeleteObjectStore(context.Background(), name)
+		putCtx, cancel := context.WithCancel(ctx)
+		puts = &yardstickPuts{cancel: cancel, done: make(chan error, 1)}
+		go puts.run(putCtx, bucket, y)
+		defer puts.stop()
+	}
+	subjects := make([]string, 2000) // a sell-out's players
+	for i := range subjects {
+		subjects[i] = fmt.Sprintf("%s.player.%d", prefix, i)
+	}
+	payload := make([]byte, y.MessageBytes)
+	eventsBefore := func(k int) int { return int(float64(k) * y.EventsPerCommand) } // float-ok: a count's mean
+	var f LatencyFloor
+	f.Latencies = make([]time.Duration, 0, commands)
+	arrived := make([]time.Time, 0, commands)
+	last := st.CachedInfo().State.LastSeq
+	msgs := make([]*nats.Msg, 0, BatchEventsMax)
+	start := time.Now()
+	due := func(k int) time.Time { return start.Add(time.Duration(k) * interval) }
+	for next := 0; next < commands; {
+		if wait := time.Until(due(next)); wait > 0 {
+			time.Sleep(wait)
+		}
+		// Every command due by now, within one batch.
+		end := min(int(time.Since(start)/interval)+1, commands)
+		for end > next+1 && eventsBefore(end)-eventsBefore(next) > BatchEventsMax {
+			end--
+		}
+		msgs = msgs[:0]
+		for e := eventsBefore(next); e < eventsBefore(end); e++ {
+			msgs = append(msgs, &nats.Msg{Subject: subjects[e%len(subjects)], Data: payload})
+		}
+		msgs[0].Header = nats.Header{}
+		msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+		msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, prefix+".>")
+		ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
+		if err != nil {
+			return LatencyFloor{}, fmt.Errorf("latency yardstick: publish batch: %w", err)
+		}
+		last = ack.Sequence
+		acked := time.Now()
+		for k := next; k < end; k++ {
+			f.Latencies = append(f.Latencies, acked.Sub(due(k)))
+			arrived = append(arrived, due(k))
+		}
+		f.Batches++
+		next = end
+	}
+	if puts != nil {
+		spans, err := puts.stop()
+		if err != nil {
+			return LatencyFloor{}, fmt.Errorf("latency yardstick: put: %w", err)
+		}
+		f.Puts = len(spans)
+		for i, at := range arrived {
+			if slices.ContainsFunc(spans, func(sp [2]time.Time) bool { return !at.Before(sp[0]) && at.Before(sp[1]) }) {
+				f.DuringPut = append(f.DuringPut, f.Latencies[i])
+			} else {
+				f.OutsidePut = append(f.OutsidePut, f.Latencies[i])
+			}
+		}
+		slices.Sort(f.DuringPut)
+		slices.Sort(f.OutsidePut)
+	}
+	slices.Sort(f.Latencies)
+	return f, nil
+}
+
+// yardstickPuts stores a LatencyYardstick's objects and records when each
+// store ran.
+type yardstickPuts struct {
+	cancel context.CancelFunc
+	done   chan error
+	spans  [][2]time.Time // written by run, read once it is done
+}
+
+// run puts an object of y.PutBytes every y.PutEvery until ctx ends; a put
+// cut short by the end still counts as a span, up to its end.
+func (p *yardstickPuts) run(ctx context.Context, bucket jetstream.ObjectStore, y LatencyYardstick) {
+	data := make([]byte, y.PutBytes)
+	tick := time.NewTicker(y.PutEvery)
+	defer tick.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-tick.C:
+		case <-ctx.Done():
+			p.done <- nil
+			return
+		}
+		began := time.Now()
+		meta := jetstream.ObjectMeta{Name: "put." + strconv.Itoa(i), Opts: &jetstream.ObjectMetaOptions{ChunkSize: SnapshotChunkDefault}}
+		_, err := bucket.Put(ctx, meta, &pacedReader{ctx: ctx, pace: &pace{rate: SnapshotPaceDefault}, data: data})
+		p.spans = append(p.spans, [2]time.Time{began, time.Now()})
+		if ctx.Err() != nil {
+			err = nil
+		}
+		if err != nil || ctx.Err() != nil {
+			p.done <- err
+			return
+		}
+	}
+}
+
+// stop ends run and returns the spans of its puts; called again, it
+// returns nothing.
+func (p *yardstickPuts) stop() ([][2]time.Time, error) {
+	p.cancel()
+	err, ok := <-p.done
+	if !ok {
+		return nil, nil
+	}
+	close(p.done)
+	return p.spans, err
 }

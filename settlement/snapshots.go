@@ -329,7 +329,7 @@ func (s *snapshotter) save() {
 	encoded, encodedCPU := time.Now(), s.cfg.SnapshotSpans.cpu()
 	StoreSnapshot(s.store, s.log, s.f.Seq(), data, encoded.Sub(start))
 	s.cfg.SnapshotSpans.add(snapshotSpan{began: start, encoded: encoded, stored: time.Now(),
-		cpu: [3]time.Duration{startCPU, encodedCPU, s.cfg.SnapshotSpans.cpu()}})
+		cpu: [3]time.Duration{startCPU, encodedCPU, s.cfg.SnapshotSpans.cpu()}, bytes: len(data)})
 }
 
 // SnapshotPhase is what the writer's snapshotter was doing at a time.
@@ -343,10 +343,12 @@ const (
 )
 
 // snapshotSpan is when one snapshot's encoding began, ended, and when its
-// store ended, and the process's processor time at each (SnapshotSpans.CPU).
+// store ended, the process's processor time at each (SnapshotSpans.CPU),
+// and the snapshot's size.
 type snapshotSpan struct {
 	began, encoded, stored time.Time
 	cpu                    [3]time.Duration
+	bytes                  int
 }
 
 // SnapshotSpans records when snapshots were taken, so that a measurement
@@ -373,10 +375,11 @@ func (s *SnapshotSpans) cpu() time.Duration {
 
 // PhaseCPU is what the process used while snapshots were encoded and
 // while they were stored: processor time and wall time, summed over the
-// snapshots.
+// snapshots, with their count and bytes.
 type PhaseCPU struct {
 	EncodingCPU, EncodingWall time.Duration
 	StoringCPU, StoringWall   time.Duration
+	Snapshots, Bytes          int
 }
 
 // PhaseCPU sums the phases of the snapshots taken wholly between from and
@@ -393,6 +396,8 @@ func (s *SnapshotSpans) PhaseCPU(from, to time.Time) PhaseCPU {
 		p.EncodingWall += sp.encoded.Sub(sp.began)
 		p.StoringCPU += sp.cpu[2] - sp.cpu[1]
 		p.StoringWall += sp.stored.Sub(sp.encoded)
+		p.Snapshots++
+		p.Bytes += sp.bytes
 	}
 	return p
 }

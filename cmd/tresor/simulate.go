@@ -93,7 +93,7 @@ func init() {
 	f.IntVar(&o.players, "players", 256, "number of players playing at once")
 	f.IntVar(&o.rate, "rate", 0, "start this many plays a second whatever the answers (open loop; latency counts from when a play was due); 0 plays as fast as answered")
 	f.BoolVar(&o.asJSON, "json", false, "print the report as one JSON object")
-	f.BoolVar(&o.yardstick, "yardstick", false, "also measure raw 1 000-message atomic batches on the same server, 3 rounds before the plays and 3 after")
+	f.BoolVar(&o.yardstick, "yardstick", false, "also measure raw 1 000-message atomic batches on the same server, 3 rounds before the plays and 3 after; with --rate, also a raw writer's command latency at the plays' rate")
 	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the plays (not the setup) to this file (go tool pprof)")
 	f.StringVar(&o.memProf, "memprofile", "", "write a heap profile (allocations included) to this file once the plays are over (go tool pprof)")
@@ -160,9 +160,24 @@ type simulateReport struct {
 	YardstickAfter       *float64         `json:"yardstick_after_events_per_second,omitempty"` // float-ok: a rate
 	YardstickAfterRatio  *float64         `json:"events_per_second_over_yardstick_after,omitempty"`
 	YardstickRounds      *yardstickRounds `json:"yardstick_rounds_events_per_second,omitempty"`
-	StreamLastSeq        uint64           `json:"stream_last_sequence"`
-	SyncEveryWrite       bool             `json:"sync_every_write"`
-	EventsPerPlayAvg     float64          `json:"events_per_play"` // float-ok: a ratio
+	// With --yardstick and --rate, a raw writer's commands after the plays,
+	// on the same server, at the plays' command rate and events per command
+	// for as long as the plays lasted (5 s to 2 min;
+	// eventstore.LatencyYardstick): their p50 and p99, and Tresor's command
+	// p99 over theirs. When the writer took snapshots during the plays, the
+	// raw writer's server also stores an object of their mean size as often
+	// and at the same pace, and its commands' p99 is given while one was
+	// being stored and outside: what the store alone costs any writer here.
+	YardstickCommandP50Ms     *float64 `json:"yardstick_command_latency_p50_ms,omitempty"` // float-ok: a duration
+	YardstickCommandP99Ms     *float64 `json:"yardstick_command_latency_p99_ms,omitempty"` // float-ok: a duration
+	CommandP99OverYardstick   *float64 `json:"command_latency_p99_over_yardstick,omitempty"`
+	YardstickPuts             int      `json:"yardstick_puts,omitempty"`
+	YardstickPutBytes         int      `json:"yardstick_put_bytes,omitempty"`
+	YardstickDuringPutsP99Ms  *float64 `json:"yardstick_command_latency_p99_ms_during_puts,omitempty"`  // float-ok: a duration
+	YardstickOutsidePutsP99Ms *float64 `json:"yardstick_command_latency_p99_ms_outside_puts,omitempty"` // float-ok: a duration
+	StreamLastSeq             uint64   `json:"stream_last_sequence"`
+	SyncEveryWrite            bool     `json:"sync_every_write"`
+	EventsPerPlayAvg          float64  `json:"events_per_play"` // float-ok: a ratio
 	// Batches, EventsPerBatch and CommitMsAvg describe the committer's
 	// atomic batches during the plays (seals included); CPUMicrosPerEvent
 	// is the process's CPU time (user and system, the embedded server's
@@ -338,8 +353,54 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		b, a := median(rounds.Before), median(rounds.After)
 		br, ar := rep.EventsPerSecond/b, rep.EventsPerSecond/a
 		rep.YardstickBefore, rep.YardstickBeforeRatio, rep.YardstickAfter, rep.YardstickAfterRatio, rep.YardstickRounds = &b, &br, &a, &ar, rounds
+		if o.rate > 0 {
+			if err := measureLatencyYardstick(ctx, st, rep, res, plays); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return rep, nil
+}
+
+// latencyYardstickMin and latencyYardstickMax bound the latency
+// yardstick's run.
+const (
+	latencyYardstickMin = 5 * time.Second
+	latencyYardstickMax = 2 * time.Minute
+)
+
+// measureLatencyYardstick runs the latency yardstick after the plays of
+// res (simulateReport's YardstickCommand* fields) and adds it to rep.
+func measureLatencyYardstick(ctx context.Context, st *stream, rep *simulateReport, res *settlement.SimResult, plays playsMeasure) error {
+	commands := len(res.CommandLatencies)
+	if commands == 0 {
+		return nil
+	}
+	y := eventstore.LatencyYardstick{
+		CommandsPerSecond: float64(commands) / res.Elapsed.Seconds(),
+		Duration:          min(max(res.Elapsed, latencyYardstickMin), latencyYardstickMax),
+		EventsPerCommand:  max(float64(res.Events)/float64(commands), 1), // float-ok: a count's mean
+		MessageBytes:      yardstickMessageBytes, Replicas: st.replicas,
+	}
+	if st.snapshotSpans != nil {
+		if p := st.snapshotSpans.PhaseCPU(plays.began, plays.ended); p.Snapshots > 0 {
+			y.PutBytes, y.PutEvery = p.Bytes/p.Snapshots, plays.ended.Sub(plays.began)/time.Duration(p.Snapshots)
+		}
+	}
+	f, err := eventstore.MeasureCommandLatency(ctx, st.store, y)
+	if err != nil {
+		return fmt.Errorf("yardstick: %w", err)
+	}
+	p50, p99 := percentilesMs(f.Latencies)
+	ratio := rep.CommandP99Ms / p99
+	rep.YardstickCommandP50Ms, rep.YardstickCommandP99Ms, rep.CommandP99OverYardstick = &p50, &p99, &ratio
+	if f.Puts > 0 {
+		_, during := percentilesMs(f.DuringPut)
+		_, outside := percentilesMs(f.OutsidePut)
+		rep.YardstickPuts, rep.YardstickPutBytes = f.Puts, y.PutBytes
+		rep.YardstickDuringPutsP99Ms, rep.YardstickOutsidePutsP99Ms = &during, &outside
+	}
+	return nil
 }
 
 // playsMeasure is what simulate measures over the plays alone: the
@@ -444,6 +505,14 @@ func (r *simulateReport) print(w io.Writer) error {
 	if r.YardstickBefore != nil {
 		fmt.Fprintf(tw, "yardstick, median of %d rounds\tbefore the plays %.0f events/s (Tresor at %.2f), after %.0f (Tresor at %.2f)\n",
 			len(r.YardstickRounds.Before), *r.YardstickBefore, *r.YardstickBeforeRatio, *r.YardstickAfter, *r.YardstickAfterRatio)
+	}
+	if r.YardstickCommandP99Ms != nil {
+		fmt.Fprintf(tw, "yardstick, commands	a raw writer at the same rate: p50 %.2f ms, p99 %.2f ms; Tresor's p99 at %.2f of it\n",
+			*r.YardstickCommandP50Ms, *r.YardstickCommandP99Ms, *r.CommandP99OverYardstick)
+	}
+	if r.YardstickPuts > 0 {
+		fmt.Fprintf(tw, "  while a snapshot's bytes were stored	p99 %.2f ms (%d stores of %d bytes), otherwise %.2f ms\n",
+			*r.YardstickDuringPutsP99Ms, r.YardstickPuts, r.YardstickPutBytes, *r.YardstickOutsidePutsP99Ms)
 	}
 	for _, b := range r.Blocks {
 		fmt.Fprintf(tw, "block %s\t%s, %d sold, %s € paid\n", b.Block, b.State, b.Sold, b.Paid)

@@ -89,9 +89,17 @@ func TestSimulateSplitsTheLatencyBySnapshot(t *testing.T) {
 		CPUEncoding float64 `json:"cpu_cores_while_encoding"`
 		CPUStoring  float64 `json:"cpu_cores_while_storing"`
 		CPUOutside  float64 `json:"cpu_cores_outside_snapshots"`
+		CommandP99  float64 `json:"command_latency_p99_ms"`
+		RawP50      float64 `json:"yardstick_command_latency_p50_ms"`
+		RawP99      float64 `json:"yardstick_command_latency_p99_ms"`
+		RawRatio    float64 `json:"command_latency_p99_over_yardstick"`
+		RawPuts     int     `json:"yardstick_puts"`
+		RawPutBytes int     `json:"yardstick_put_bytes"`
+		RawDuring   float64 `json:"yardstick_command_latency_p99_ms_during_puts"`
+		RawOutside  float64 `json:"yardstick_command_latency_p99_ms_outside_puts"`
 	}
 	simulateJSON(t, &r, "--data", filepath.Join(t.TempDir(), "data"), "--price", "1", "--plays", strconv.Itoa(plays),
-		"--players", "10", "--rate", "200", "--snapshot-every", "100")
+		"--players", "10", "--rate", "200", "--snapshot-every", "100", "--yardstick")
 	if r.Snapshots < 2 || r.During < 1 || r.During >= 5*plays || r.DuringP99 <= 0 || r.OutsideP99 <= 0 ||
 		r.EncodeP50+r.StoreP50 <= 0 {
 		t.Fatalf("report: %+v", r)
@@ -105,6 +113,13 @@ func TestSimulateSplitsTheLatencyBySnapshot(t *testing.T) {
 	}
 	if r.CPUEncoding+r.CPUStoring <= 0 || r.CPUOutside <= 0 {
 		t.Fatalf("no processor time measured: %+v", r)
+	}
+	// The latency yardstick (--yardstick with --rate): a raw writer's
+	// commands at the plays' rate, with stores of the snapshots' size as
+	// often as they came (every 100 events: at least one in its 5 s).
+	if r.RawP50 <= 0 || r.RawP99 < r.RawP50 || r.RawRatio != r.CommandP99/r.RawP99 ||
+		r.RawPuts < 1 || r.RawPutBytes <= 0 || r.RawDuring <= 0 || r.RawOutside <= 0 {
+		t.Fatalf("latency yardstick: %+v", r)
 	}
 }
 
@@ -138,9 +153,11 @@ func TestSimulateMeasuresTheYardstickBeforeAndAfter(t *testing.T) {
 			Before []float64 `json:"before"`
 			After  []float64 `json:"after"`
 		} `json:"yardstick_rounds_events_per_second"`
+		RawP99 *float64 `json:"yardstick_command_latency_p99_ms"`
 	}
 	simulateJSON(t, &r, "--data", filepath.Join(t.TempDir(), "data"), "--price", "1", "--plays", "100", "--players", "10", "--yardstick")
-	if len(r.Rounds.Before) != 3 || len(r.Rounds.After) != 3 || r.Rounds.After[0] != r.Yardstick || r.Ratio <= 0 {
+	// Without --rate there is no load to repeat: no latency yardstick.
+	if len(r.Rounds.Before) != 3 || len(r.Rounds.After) != 3 || r.Rounds.After[0] != r.Yardstick || r.Ratio <= 0 || r.RawP99 != nil {
 		t.Fatalf("report: %+v", r)
 	}
 	for _, side := range []struct {

@@ -248,9 +248,12 @@ func (s *stream) Close() error {
 	return errors.Join(errs...)
 }
 
+// yardstickMessageBytes is the size of the yardsticks' messages.
+const yardstickMessageBytes = 400
+
 // yardstick measures raw 1 000-message atomic batches on the same server.
 func (s *stream) yardstick(ctx context.Context) (float64, error) {
-	return eventstore.MeasureAtomicBatches(ctx, s.store.Conn(), eventstore.Yardstick{Batches: 50, BatchSize: 1000, MessageBytes: 400, Replicas: s.replicas})
+	return eventstore.MeasureAtomicBatches(ctx, s.store.Conn(), eventstore.Yardstick{Batches: 50, BatchSize: 1000, MessageBytes: yardstickMessageBytes, Replicas: s.replicas})
 }
 
 // checkBooks replays the whole stream into fresh double-entry books,
