@@ -21,7 +21,7 @@ func TestMeasureCommandLatency(t *testing.T) {
 	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
 	y := eventstore.LatencyYardstick{CommandsPerSecond: 400, Duration: 1500 * time.Millisecond, EventsPerCommand: 1.45,
-		MessageBytes: 400, Replicas: 1, PutBytes: 3 << 20, PutEvery: 400 * time.Millisecond}
+		MessageBytes: 400, Replicas: 1, PutBytes: 3 << 20, PutEvery: 500 * time.Millisecond}
 	f, err := eventstore.MeasureCommandLatency(ctx, s, y)
 	if err != nil {
 		t.Fatal(err)
@@ -34,10 +34,11 @@ func TestMeasureCommandLatency(t *testing.T) {
 		t.Fatalf("%d batches for %d commands", f.Batches, commands)
 	}
 	// A put of 3 MiB at 16 MiB/s takes at least 187 ms: the puts due at
-	// 400, 800 and 1 200 ms all begin within the commands.
-	if f.Puts != 3 || len(f.DuringPut) == 0 || len(f.OutsidePut) < 400*commands/1500 ||
+	// 250, 750 and 1 250 ms (the middle of each half second) all begin
+	// within the commands, and the commands before the first are outside.
+	if f.Puts != 3 || len(f.DuringPut) == 0 || len(f.OutsidePut) < 250*commands/1500 ||
 		len(f.DuringPut)+len(f.OutsidePut) != commands || !slices.IsSorted(f.DuringPut) || !slices.IsSorted(f.OutsidePut) {
-		t.Fatalf("%d puts, %d commands during them, %d outside: want 3, some during, the first 400 ms outside, %d in all",
+		t.Fatalf("%d puts, %d commands during them, %d outside: want 3, some during, the first 250 ms outside, %d in all",
 			f.Puts, len(f.DuringPut), len(f.OutsidePut), commands)
 	}
 	js, err := jetstream.New(s.Conn())

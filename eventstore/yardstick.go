@@ -258,8 +258,7 @@ func MeasureCommandLatency(ctx context.Context, s *NATSStore, y LatencyYardstick
 	payload := make([]byte, y.MessageBytes)
 	eventsBefore := func(k int) int { return int(float64(k) * y.EventsPerCommand) } // float-ok: a count's mean
 	var f LatencyFloor
-	f.Latencies = make([]time.Duration, 0, commands)
-	arrived := make([]time.Time, 0, commands)
+	f.Latencies = make([]time.Duration, 0, commands) // in the commands' order until sorted
 	last := st.CachedInfo().State.LastSeq
 	msgs := make([]*nats.Msg, 0, BatchEventsMax)
 	start := time.Now()
@@ -288,7 +287,6 @@ func MeasureCommandLatency(ctx context.Context, s *NATSStore, y LatencyYardstick
 		acked := time.Now()
 		for k := next; k < end; k++ {
 			f.Latencies = append(f.Latencies, acked.Sub(due(k)))
-			arrived = append(arrived, due(k))
 		}
 		f.Batches++
 		next = end
@@ -299,11 +297,12 @@ func MeasureCommandLatency(ctx context.Context, s *NATSStore, y LatencyYardstick
 			return LatencyFloor{}, fmt.Errorf("latency yardstick: put: %w", err)
 		}
 		f.Puts = len(spans)
-		for i, at := range arrived {
+		for k, l := range f.Latencies {
+			at := due(k)
 			if slices.ContainsFunc(spans, func(sp [2]time.Time) bool { return !at.Before(sp[0]) && at.Before(sp[1]) }) {
-				f.DuringPut = append(f.DuringPut, f.Latencies[i])
+				f.DuringPut = append(f.DuringPut, l)
 			} else {
-				f.OutsidePut = append(f.OutsidePut, f.Latencies[i])
+				f.OutsidePut = append(f.OutsidePut, l)
 			}
 		}
 		slices.Sort(f.DuringPut)
@@ -321,15 +320,19 @@ type yardstickPuts struct {
 	spans  [][2]time.Time // written by run, read once it is done
 }
 
-// run puts an object of y.PutBytes every y.PutEvery until ctx ends; a put
-// cut short by the end still counts as a span, up to its end.
+// run puts an object of y.PutBytes every y.PutEvery until ctx ends, the
+// first after half of it, so that the puts fall in the middle of their
+// periods (one put over a run of one period lands in the middle of the
+// commands, not at their end); a put cut short by the end still counts
+// as a span, up to its end.
 func (p *yardstickPuts) run(ctx context.Context, bucket jetstream.ObjectStore, y LatencyYardstick) {
 	data := make([]byte, y.PutBytes)
-	tick := time.NewTicker(y.PutEvery)
-	defer tick.Stop()
+	next := time.Now().Add(y.PutEvery / 2)
+	t := time.NewTimer(time.Until(next))
+	defer t.Stop()
 	for i := 0; ; i++ {
 		select {
-		case <-tick.C:
+		case <-t.C:
 		case <-ctx.Done():
 			p.done <- nil
 			return
@@ -345,6 +348,8 @@ func (p *yardstickPuts) run(ctx context.Context, bucket jetstream.ObjectStore, y
 			p.done <- err
 			return
 		}
+		next = next.Add(y.PutEvery)
+		t.Reset(max(time.Until(next), 0))
 	}
 }
 

@@ -167,7 +167,8 @@ type simulateReport struct {
 	// p99 over theirs. When the writer took snapshots during the plays, the
 	// raw writer's server also stores an object of their mean size as often
 	// and at the same pace, and its commands' p99 is given while one was
-	// being stored and outside: what the store alone costs any writer here.
+	// being stored and outside (when some commands fell on each side):
+	// what the store alone costs any writer here.
 	YardstickCommandP50Ms     *float64 `json:"yardstick_command_latency_p50_ms,omitempty"` // float-ok: a duration
 	YardstickCommandP99Ms     *float64 `json:"yardstick_command_latency_p99_ms,omitempty"` // float-ok: a duration
 	CommandP99OverYardstick   *float64 `json:"command_latency_p99_over_yardstick,omitempty"`
@@ -394,7 +395,7 @@ func measureLatencyYardstick(ctx context.Context, st *stream, rep *simulateRepor
 	p50, p99 := percentilesMs(f.Latencies)
 	ratio := rep.CommandP99Ms / p99
 	rep.YardstickCommandP50Ms, rep.YardstickCommandP99Ms, rep.CommandP99OverYardstick = &p50, &p99, &ratio
-	if f.Puts > 0 {
+	if len(f.DuringPut) > 0 && len(f.OutsidePut) > 0 {
 		_, during := percentilesMs(f.DuringPut)
 		_, outside := percentilesMs(f.OutsidePut)
 		rep.YardstickPuts, rep.YardstickPutBytes = f.Puts, y.PutBytes
