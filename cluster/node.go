@@ -429,6 +429,7 @@ func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.
 	n.follower = n.startFollower()
 	n.mu.Unlock()
 	cfg := n.cfg.Writer
+	cfg.MayAnswer = n.leaseValid
 	cfg.Start = f.take()
 	if cfg.Start != nil {
 		from, applied := f.progress()
@@ -449,7 +450,8 @@ func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.
 	return w, elog, nil
 }
 
-// leaseValid is the committer's check before each batch: the lease is
+// leaseValid is the committer's check before each batch, and the
+// writer's before an answer decided on its ledger alone: the lease is
 // surely still this node's.
 func (n *Node) leaseValid() error {
 	if !n.cfg.Lease.Valid() {

@@ -87,6 +87,17 @@ type Config struct {
 	// SnapshotSpans, when set, records when each snapshot was taken, for
 	// a measurement of the latency while one is (tresor simulate).
 	SnapshotSpans *SnapshotSpans
+	// MayAnswer, when set, is asked before the writer gives an answer that
+	// recorded nothing (a refusal, the retry of a remembered key, a throw
+	// already made). Such an answer is decided on the ledger alone: no
+	// append goes to the stream for a fence to refuse, so a writer that may
+	// no longer be the only one (a node frozen past its lease's TTL while
+	// another took over and recorded more) would answer from a ledger that
+	// misses what the other recorded. An error answers ErrStopped instead
+	// (503: the caller retries, and the writer in charge answers). Checked
+	// after the decision, it covers it: a writer still in charge then was
+	// in charge when it decided, since a lease lost is never renewed.
+	MayAnswer func() error
 	// Clock tells the time (default time.Now).
 	Clock  func() time.Time
 	Logger *slog.Logger
@@ -620,12 +631,18 @@ func (w *Writer) answerAfterTail(out chan<- reply, r reply) {
 	}()
 }
 
-// afterTail is the answer r once tail is done: the tail's failure, or r at
-// the position it was decided on (the tail's callback raised lastSeq
-// before it closed done).
+// afterTail is the answer r once tail is done: the tail's failure, the
+// writer's stop if it may no longer answer (Config.MayAnswer), or r at the
+// position it was decided on (the tail's callback raised lastSeq before it
+// closed done).
 func (w *Writer) afterTail(tail *appendDone, r reply) reply {
 	if tail != nil && tail.err != nil {
 		return reply{err: tail.err}
+	}
+	if w.cfg.MayAnswer != nil {
+		if err := w.cfg.MayAnswer(); err != nil {
+			return reply{err: fmt.Errorf("%w: %w", ErrStopped, err)}
+		}
 	}
 	r.res.At = w.LastSeq()
 	return r

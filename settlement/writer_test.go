@@ -754,6 +754,56 @@ func TestARetryOfALostAppendIsNeverAnsweredFromMemory(t *testing.T) {
 	}
 }
 
+// TestAnAnswerFromTheLedgerAloneNeedsTheWriterInCharge: a refusal, the
+// retry of a remembered key and a throw already made are decided on the
+// ledger alone, with no append a fence could refuse; once the writer may
+// no longer be in charge (Config.MayAnswer: a lease not renewed in time)
+// they are answered with the writer's stop (503), never from its ledger,
+// which may miss what another writer recorded since. A command that
+// appends is not asked (the committer's check before each batch, and the
+// stream's fence, guard it), and the answers come back once the writer is
+// in charge again.
+func TestAnAnswerFromTheLedgerAloneNeedsTheWriterInCharge(t *testing.T) {
+	errLost := errors.New("lease not renewed in time")
+	var lost atomic.Bool
+	n := startNode(t, t.TempDir(), func(c *Config) {
+		c.MayAnswer = func() error {
+			if lost.Load() {
+				return errLost
+			}
+			return nil
+		}
+	})
+	fundedPlayer(t, n.w, "p1", 10_000)
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	ledgerOnly := map[string]domain.Command{
+		"a refusal":                     domain.MakeThrow{Player: "p1", Play: "no-such-play", Throw: 1},
+		"the retry of a remembered key": domain.Deposit{Player: "p1", Amount: 10_000, Key: "fund-p1"},
+	}
+	for name, c := range ledgerOnly {
+		if _, err := n.w.Execute(ctx, c); errors.Is(err, ErrStopped) {
+			t.Fatalf("%s in charge: %v", name, err)
+		}
+	}
+	lost.Store(true)
+	for name, c := range ledgerOnly {
+		if r, err := n.w.Execute(ctx, c); !errors.Is(err, ErrStopped) || !errors.Is(err, errLost) {
+			t.Fatalf("%s once not in charge: %+v %v, want the writer's stop", name, r, err)
+		}
+	}
+	if r := exec(t, n.w, domain.Deposit{Player: "p1", Amount: 100, Key: "new"}); len(r.Seqs) != 1 {
+		t.Fatalf("an appending command: %+v", r)
+	}
+	lost.Store(false)
+	var de *domain.Error
+	if _, err := n.w.Execute(ctx, ledgerOnly["a refusal"]); !errors.As(err, &de) || de.Code != domain.CodeNotFound {
+		t.Fatalf("the refusal in charge again: %v", err)
+	}
+	if r := exec(t, n.w, ledgerOnly["the retry of a remembered key"]); r.Replay == nil {
+		t.Fatalf("the retry in charge again: %+v", r)
+	}
+}
+
 // TestSimulateOpenLoopKeepsItsPace starts plays at a fixed rate whatever
 // the answers: the run lasts as long as the schedule says, every play
 // settles within its player's funded share, and each stake's latency is

@@ -508,11 +508,11 @@ func (r *simulateReport) print(w io.Writer) error {
 			len(r.YardstickRounds.Before), *r.YardstickBefore, *r.YardstickBeforeRatio, *r.YardstickAfter, *r.YardstickAfterRatio)
 	}
 	if r.YardstickCommandP99Ms != nil {
-		fmt.Fprintf(tw, "yardstick, commands	a raw writer at the same rate: p50 %.2f ms, p99 %.2f ms; Tresor's p99 at %.2f of it\n",
+		fmt.Fprintf(tw, "yardstick, commands\ta raw writer at the same rate: p50 %.2f ms, p99 %.2f ms; Tresor's p99 at %.2f of it\n",
 			*r.YardstickCommandP50Ms, *r.YardstickCommandP99Ms, *r.CommandP99OverYardstick)
 	}
 	if r.YardstickPuts > 0 {
-		fmt.Fprintf(tw, "  while a snapshot's bytes were stored	p99 %.2f ms (%d stores of %d bytes), otherwise %.2f ms\n",
+		fmt.Fprintf(tw, "  while a snapshot's bytes were stored\tp99 %.2f ms (%d stores of %d bytes), otherwise %.2f ms\n",
 			*r.YardstickDuringPutsP99Ms, r.YardstickPuts, r.YardstickPutBytes, *r.YardstickOutsidePutsP99Ms)
 	}
 	for _, b := range r.Blocks {
