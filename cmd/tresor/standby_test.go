@@ -195,7 +195,10 @@ func (c *standbyCluster) streamLeader(js jetstream.JetStream) string {
 // restarts as a standby), a graceful step-down of the stream's leader, the
 // loss of the NATS node that leads the stream, and the writer frozen
 // (SIGSTOP) past the lease's TTL then resumed: it appends nothing after
-// another node took over and rejoins as a standby. No other serve exits.
+// another node took over, answers nothing from its old ledger (a throw of a
+// play its successor recorded, sent to it as it resumes, is answered 200 or
+// 503, never 404: resumedWriterProbe), and rejoins as a standby. No other
+// serve exits.
 // Then every acknowledged answer is in the stream once, as answered;
 // nothing is there twice; every play is settled; every node shows the same
 // balances; the audit passes. Each fault's time to the first acknowledged
@@ -238,8 +241,9 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	fi := c.writer(-1)
 	frozen := c.nodes[fi]
 	c.fault("writer frozen (SIGSTOP) past the lease's TTL", func() { frozen.cmd.Process.Signal(syscall.SIGSTOP) })
-	c.writer(fi)
+	probed := c.resumedWriterProbe(fi, c.writer(fi))
 	frozen.cmd.Process.Signal(syscall.SIGCONT)
+	probed()
 	eventstoretest.Eventually(t, 10*time.Second, func() error {
 		if role := frozen.clusterRole(); role != "standby" {
 			return fmt.Errorf("the resumed writer's role: %q, want standby", role)
@@ -262,6 +266,93 @@ func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	t.Logf("standby suite: %s, %d clients (seed %d): %d HTTP requests (retries included), %d answers, "+
 		"%d acknowledged answers checked against the stream (%d writes), %d events, %d plays (%d completed by the system)",
 		time.Since(start).Round(time.Second), r.clients, r.seed, f.requests, f.answers, f.checked, f.writes, f.events, f.plays, f.bySystem)
+}
+
+// resumedWriterProbe, while node frozen (the writer, SIGSTOPped past its
+// lease) is still stopped, has node writer (its successor) record a play
+// with its first throw for a player of its own, then sends that throw
+// again to the frozen node, where it waits in the socket, and more copies
+// once it is resumed. It returns what to call right after resuming it:
+// every answer of the resumed node must be the first throw's (200, forwarded to the writer in
+// charge, or answered from a ledger that has it) or 503 (retried on the
+// writer in charge); never an answer from its old ledger, which has no
+// such play (404) — the answer a resumed writer gave before it asked
+// whether it was still in charge before answering from its ledger alone.
+func (c *standbyCluster) resumedWriterProbe(frozen, writer int) func() {
+	c.t.Helper()
+	player, ws := "probe", c.nodes[writer]
+	op, tok := ws.token("operator", ""), ws.token("player", "probe")
+	send := func(n *server, w *crashWrite, want int) crashAnswer {
+		c.t.Helper()
+		c.run.journal.sending(w)
+		status, b, err := c.run.exchange(n.url, w.call)
+		if err != nil {
+			c.t.Fatalf("%v: %v", w, err)
+		}
+		a := crashAnswer{w: w, status: status}
+		a.decode(b)
+		if status != want || a.bad != "" {
+			c.t.Fatalf("%v: %d %s %s", w, status, a.bad, b)
+		}
+		c.run.journal.answered(a)
+		return a
+	}
+	send(ws, &crashWrite{call: call{"PUT", "/v1/players/" + player, op, "", crashLimits}, kind: kindLimits, player: player}, http.StatusOK)
+	send(ws, &crashWrite{call: call{"POST", "/v1/players/" + player + "/deposits", op, "probe-deposit", `{"amount":"5.00"}`},
+		kind: kindDeposit, player: player, amount: 500}, http.StatusOK)
+	play := send(ws, &crashWrite{call: call{"POST", "/v1/players/" + player + "/plays", tok, "probe-stake", `{"stake":"` + crashStake.String() + `"}`},
+		kind: kindStake, player: player, amount: crashStake}, http.StatusCreated).body.PlayID
+	c.run.journal.abandon(play)
+	throw := &crashWrite{call: call{"POST", "/v1/players/" + player + "/plays/" + play + "/throws", tok, "", `{"throw":1}`},
+		kind: kindThrow, player: player, play: play, throw: 1}
+	send(ws, throw, http.StatusOK)
+	type reply struct {
+		status int
+		body   []byte
+		err    error
+	}
+	// Copies of it, each on a connection of its own: two wait in the
+	// frozen node's socket, and more follow a millisecond apart once it is
+	// resumed (the caller resumes it, then calls what is returned), so
+	// that some are read in the moment before it has heard of its lease.
+	const queued, following = 2, 8
+	again := make(chan reply, queued+following)
+	sendAgain := func() {
+		c.run.journal.sending(throw)
+		go func() {
+			status, b, err := c.run.exchange(c.nodes[frozen].url, throw.call)
+			again <- reply{status, b, err}
+		}()
+	}
+	for range queued {
+		sendAgain()
+	}
+	time.Sleep(200 * time.Millisecond)
+	return func() {
+		c.t.Helper()
+		for range following {
+			sendAgain()
+			time.Sleep(time.Millisecond)
+		}
+		const copies = queued + following
+		statuses := make([]int, 0, copies)
+		for range copies {
+			r := <-again
+			if r.err != nil {
+				c.t.Fatalf("%v again through the resumed writer: %v", throw, r.err)
+			}
+			a := crashAnswer{w: throw, status: r.status}
+			a.decode(r.body)
+			if r.status != http.StatusServiceUnavailable && (r.status != http.StatusOK || a.bad != "") {
+				c.t.Fatalf("%v again through the resumed writer: %d %s %s, want its first answer or 503", throw, r.status, a.bad, r.body)
+			}
+			if r.status == http.StatusOK {
+				c.run.journal.answered(a)
+			}
+			statuses = append(statuses, r.status)
+		}
+		c.t.Logf("%v again through the resumed writer, %d times: answered %v", throw, copies, statuses)
+	}
 }
 
 // standbyAnswers deposits through node i, a standby: it forwards the
