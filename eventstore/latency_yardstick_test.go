@@ -61,3 +61,48 @@ func TestMeasureCommandLatency(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkCommandLatencyFloor measures what the embedded server gives a
+// writer that does nothing (the latency yardstick), the figures of
+// docs/performance.md: batches of 1 and 150 messages every 9 ms and of 999
+// every 20 ms (one command each, due at those intervals); commands of 1.45 messages at 13 000 a second (2 600
+// plays' worth); and at 4 000 a second (800 plays) with puts of 11.5 MB
+// and of a tenth of that every 5 s at the snapshots' pace, the p99 while
+// a put runs over the p99 outside. Run it with -benchtime 1x.
+func BenchmarkCommandLatencyFloor(b *testing.B) {
+	s := openStore(b, runEmbedded(b, b.TempDir()), eventstore.Config{})
+	each := func(perSecond, events float64, d time.Duration) eventstore.LatencyYardstick {
+		return eventstore.LatencyYardstick{CommandsPerSecond: perSecond, Duration: d, EventsPerCommand: events, MessageBytes: 400, Replicas: 1}
+	}
+	withPuts := func(bytes int) eventstore.LatencyYardstick {
+		y := each(4000, 1.45, 30*time.Second)
+		y.PutBytes, y.PutEvery = bytes, 5*time.Second
+		return y
+	}
+	for _, v := range []struct {
+		name string
+		y    eventstore.LatencyYardstick
+	}{
+		{"batch=1", each(111, 1, 10*time.Second)},
+		{"batch=150", each(111, 150, 10*time.Second)},
+		{"batch=999", each(50, 999, 10*time.Second)}, // every 20 ms: one commits in more than 9
+		{"commands=13000", each(13000, 1.45, 15*time.Second)},
+		{"commands=4000/puts=11.5MB", withPuts(11_500_000)},
+		{"commands=4000/puts=1.15MB", withPuts(1_150_000)},
+	} {
+		b.Run(v.name, func(b *testing.B) {
+			for b.Loop() {
+				f, err := eventstore.MeasureCommandLatency(eventstoretest.Ctx(b, 5*time.Minute), s, v.y)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ms := func(l []time.Duration, p int) float64 { return float64(l[(len(l)-1)*p/100].Microseconds()) / 1000 }
+				b.ReportMetric(ms(f.Latencies, 50), "p50_ms")
+				b.ReportMetric(ms(f.Latencies, 99), "p99_ms")
+				if len(f.DuringPut) > 0 && len(f.OutsidePut) > 0 {
+					b.ReportMetric(ms(f.DuringPut, 99)/ms(f.OutsidePut, 99), "p99_during_over_outside")
+				}
+			}
+		})
+	}
+}

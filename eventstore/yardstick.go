@@ -124,8 +124,7 @@ func MeasureAtomicBatches(ctx context.Context, nc *nats.Conn, y Yardstick) (floa
 				h[k] = v
 			}
 			if y.Fence {
-				h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
-				h.Set(jetstream.ExpectedLastSubjSeqSubjHeader, prefix+".>")
+				setFence(h, last, prefix+".>")
 			}
 			if y.MsgID {
 				h.Set(jetstream.MsgIDHeader, nuid.Next())
@@ -178,6 +177,13 @@ func MeasureOrderedRead(ctx context.Context, s *NATSStore, from, to uint64) (flo
 		}
 	}
 	return float64(to-from+1) / time.Since(start).Seconds(), nil // float-ok: a rate
+}
+
+// setFence puts the committer's fence on h: the batch commits only if the
+// last sequence on subjects (a wildcard covering the whole stream) is last.
+func setFence(h nats.Header, last uint64, subjects string) {
+	h.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
+	h.Set(jetstream.ExpectedLastSubjSeqSubjHeader, subjects)
 }
 
 // LatencyYardstick describes a raw writer on the same server as Tresor's,
@@ -277,8 +283,7 @@ func MeasureCommandLatency(ctx context.Context, s *NATSStore, y LatencyYardstick
 			msgs = append(msgs, &nats.Msg{Subject: subjects[e%len(subjects)], Data: payload})
 		}
 		msgs[0].Header = nats.Header{}
-		msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqHeader, strconv.FormatUint(last, 10))
-		msgs[0].Header.Set(jetstream.ExpectedLastSubjSeqSubjHeader, prefix+".>")
+		setFence(msgs[0].Header, last, prefix+".>")
 		ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
 		if err != nil {
 			return LatencyFloor{}, fmt.Errorf("latency yardstick: publish batch: %w", err)
