@@ -194,3 +194,35 @@ func TestClusterLeaderLoss(t *testing.T) {
 		t.Fatalf("chain after failover: %v", err)
 	}
 }
+
+// TestOpenReplicatedStreamTakesAppendsAtOnce opens fresh R3 streams, each
+// through one server of the cluster in turn (mostly not the leader the
+// stream is about to elect), and appends the moment Open returns: Open
+// waits until the stream answers on its subjects from that server, so the
+// first append never meets "no responders" (an outcome the writer cannot
+// tell, on which it stops). The stream holds exactly the appends: Open's
+// probe stores nothing.
+func TestOpenReplicatedStreamTakesAppendsAtOnce(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	c := eventstoretest.StartCluster(t)
+	ctx := eventstoretest.Ctx(t, 2*time.Minute)
+	for i := range 12 {
+		cfg := eventstore.Config{Stream: fmt.Sprintf("FRESH%d", i), SubjectPrefix: fmt.Sprintf("fresh%d", i), Replicas: 3}
+		s, err := eventstore.Connect(ctx, c.URL(i%len(c.Nodes)), cfg)
+		if err != nil {
+			t.Fatalf("open %s through node %d: %v", cfg.Stream, i%len(c.Nodes), err)
+		}
+		_, err = s.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("test.A", "acct", "a", i)}})
+		if err != nil {
+			s.Close()
+			t.Fatalf("first append to %s through node %d: %v", cfg.Stream, i%len(c.Nodes), err)
+		}
+		if h, err := s.ChainHead(ctx, "c1"); err != nil || h.Sequence != 1 {
+			s.Close()
+			t.Fatalf("%s after one append: head %+v, %v; want sequence 1 (the probe stored nothing)", cfg.Stream, h, err)
+		}
+		s.Close()
+	}
+}

@@ -36,6 +36,7 @@ const (
 	errCodeWrongLastSequence         = 10071 // wrong last sequence: {seq}
 	errCodeWrongLastSequenceConstant = 10164 // wrong last sequence (inside a batch)
 	errCodeBatchDuplicateMsgID       = 10201 // replayed batch: possibly committed
+	errCodeStreamNotMatch            = 10060 // expected stream does not match
 )
 
 // Head is the position of the last event of a chain: what the next event
@@ -298,7 +299,45 @@ func (s *NATSStore) ensureStream(ctx context.Context) (jetstream.Stream, error) 
 	if err := waitForLeader(ctx, st); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", want.Name, err)
 	}
+	if !s.cfg.ReadOnly {
+		if err := s.waitForResponder(ctx); err != nil {
+			return nil, fmt.Errorf("stream %s: %w", want.Name, err)
+		}
+	}
 	return st, nil
+}
+
+// waitForResponder waits, bounded by ctx, until a message published on the
+// stream's subjects from this connection reaches the stream. In a cluster
+// the new leader's interest in the subjects reaches the other servers a
+// moment after the election that waitForLeader sees; a batch committed in
+// that moment meets no responder, an outcome the writer cannot tell
+// (ErrOutcomeUnknown), and it stops. The probe expects another stream
+// (Nats-Expected-Stream), so the stream refuses it and stores nothing; any
+// other answer is an error.
+func (s *NATSStore) waitForResponder(ctx context.Context) error {
+	probe := nats.NewMsg(s.subj.prefix + ".probe")
+	probe.Header.Set(jetstream.ExpectedStreamHeader, s.cfg.Stream+".probe")
+	for delay := 5 * time.Millisecond; ; delay = min(2*delay, 200*time.Millisecond) {
+		m, err := s.nc.RequestMsgWithContext(ctx, probe)
+		if err == nil {
+			var r struct {
+				Error *jetstream.APIError `json:"error"`
+			}
+			if json.Unmarshal(m.Data, &r) != nil || r.Error == nil || r.Error.ErrorCode != errCodeStreamNotMatch {
+				return fmt.Errorf("probe on %s: unexpected answer %q", probe.Subject, m.Data)
+			}
+			return nil
+		}
+		if !errors.Is(err, nats.ErrNoResponders) {
+			return fmt.Errorf("probe on %s: %w", probe.Subject, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no responder on %s: %w", probe.Subject, ctx.Err())
+		case <-time.After(delay):
+		}
+	}
 }
 
 // waitForLeader waits, bounded by ctx, until a replicated stream has a

@@ -1,0 +1,55 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// TestWaitForResponderWaitsForTheStreamsAnswer stands a responder in for
+// the stream on a real server: Open's probe waits while nothing answers on
+// the stream's subjects, returns once the stream's refusal comes, and
+// takes no other answer (a probe that was stored would be an event nobody
+// wrote).
+func TestWaitForResponderWaitsForTheStreamsAnswer(t *testing.T) {
+	nc := yardstickServer(t)
+	s := &NATSStore{cfg: Config{Stream: "LATE"}, nc: nc, subj: subjects{prefix: "late"}}
+	answer := func(data string) func(*nats.Msg) {
+		return func(m *nats.Msg) {
+			reply := data
+			if m.Header.Get("Nats-Expected-Stream") != "LATE.probe" {
+				reply = `{"error":{"code":400,"err_code":10000,"description":"probe without its header"}}`
+			}
+			_ = m.Respond([]byte(reply))
+		}
+	}
+
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	err := s.waitForResponder(ctx)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "no responder on late.probe") {
+		t.Fatalf("nobody answering: want no responder at the deadline, got %v", err)
+	}
+
+	refusal := `{"error":{"code":400,"err_code":10060,"description":"expected stream does not match"}}`
+	time.AfterFunc(200*time.Millisecond, func() { _, _ = nc.Subscribe("late.probe", answer(refusal)) })
+	start := time.Now()
+	if err := s.waitForResponder(t.Context()); err != nil {
+		t.Fatalf("the stream answering after 200 ms: %v", err)
+	}
+	if waited := time.Since(start); waited < 200*time.Millisecond {
+		t.Fatalf("returned after %v, before anything answered", waited)
+	}
+
+	s.subj.prefix = "stored"
+	if _, err := nc.Subscribe("stored.probe", answer(`{"stream":"LATE","seq":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.waitForResponder(t.Context()); err == nil || !strings.Contains(err.Error(), "unexpected answer") {
+		t.Fatalf("an acknowledgement of the probe: want an error, got %v", err)
+	}
+}
