@@ -290,6 +290,12 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 	if err != nil {
 		return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
 	}
+	var seal sealMark
+	if cfg.SealKey != nil {
+		if seal, err = s.lastSeal(ctx, chain); err != nil {
+			return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
+		}
+	}
 	c := &committer{
 		store:   s,
 		chain:   chain,
@@ -320,7 +326,7 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 	}
 	go c.send()
 	go c.await()
-	go c.loop(head)
+	go c.loop(head, seal)
 	return c, nil
 }
 
@@ -518,9 +524,9 @@ type loopState struct {
 
 // loop batches requests, hashes them onto the chain, hands batches to the
 // sender and answers requests when their batch is acknowledged.
-func (c *committer) loop(head Head) {
+func (c *committer) loop(head Head, seal sealMark) {
 	defer close(c.done)
-	st := &loopState{tentative: head, acked: head, sealedAt: head.ChainSeq, sealPos: head.ChainSeq,
+	st := &loopState{tentative: head, acked: head, sealedAt: seal.sealedAt, sealPos: seal.pos,
 		cache: map[Aggregate]uint64{}, inFlight: map[Aggregate]int{}}
 	var tick <-chan time.Time
 	if c.cfg.SealKey != nil {

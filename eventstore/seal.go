@@ -296,3 +296,31 @@ func VerifyStore(ctx context.Context, store Store, v *Verifier, from uint64) (Ve
 	}
 	return v.stats, nil
 }
+
+// sealMark is where a chain's last Seal stands (pos) and the position of
+// the head it sealed (sealedAt); zeros for a chain that has none.
+type sealMark struct{ pos, sealedAt uint64 }
+
+// lastSeal reads the chain's last Seal. A committer counts from it, not
+// from the head it starts on: a writer killed before its closing seal
+// leaves a tail no seal covers, and a successor that took its head for
+// sealed would leave it so (SealEvery counted from zero in every process,
+// no closing seal without new events), until an audit reads the chain as
+// cut short. Only the positions are read: the signature is the audit's to
+// check, and a seal made with a key since rotated is still a seal.
+func (s *NATSStore) lastSeal(ctx context.Context, chain string) (sealMark, error) {
+	m, err := s.lastMsg(ctx, s.subj.event(chain, Aggregate{Kind: SealKind, ID: chain}))
+	if err != nil || m == nil {
+		return sealMark{}, err
+	}
+	ev, err := s.subj.decode(m.Subject, m.Sequence, m.Header, m.Data)
+	if err != nil {
+		return sealMark{}, fmt.Errorf("read last seal of chain %s: %w", chain, err)
+	}
+	var seal Seal
+	if err := json.Unmarshal(ev.Payload, &seal); err != nil || ev.Type != SealType || seal.ChainSeq >= ev.ChainSeq {
+		return sealMark{}, &IntegrityError{Sequence: ev.Sequence, Subject: m.Subject, What: "last seal",
+			Expected: "a Seal of an earlier position", Found: fmt.Sprintf("%s of position %d at %d", ev.Type, seal.ChainSeq, ev.ChainSeq)}
+	}
+	return sealMark{pos: ev.ChainSeq, sealedAt: seal.ChainSeq}, nil
+}

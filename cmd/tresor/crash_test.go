@@ -125,6 +125,49 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 	}
 }
 
+// TestAKilledWritersTailIsSealedByItsSuccessor kills serve (kill -9)
+// before its closing seal, after a few writes; a second serve on the same
+// data, stopped cleanly without a write of its own, seals the tail the
+// first left: the stream's last event is a Seal of the one before, and the
+// audit passes. A successor that took the head it started on for sealed
+// left it unsealed, and a writer killed again and again left a stream the
+// audit read as cut short.
+func TestAKilledWritersTailIsSealedByItsSuccessor(t *testing.T) {
+	data := t.TempDir()
+	s := startServe(t, data)
+	op := s.token("operator", "")
+	s.must(200, call{"PUT", "/v1/players/p-1", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"10.00"}`})
+	for i := range 3 {
+		s.must(200, call{"POST", "/v1/players/p-1/deposits", op, fmt.Sprintf("d%d", i), `{"amount":"5.00"}`})
+	}
+	if err := s.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-s.done
+	startServe(t, data).stop()
+	out := filepath.Join(t.TempDir(), "stream.ndjson")
+	if _, stderr, code := run(t, "export", "--data", data, "--out", out); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(string(mustRead(t, out))), "\n")
+	var last, before struct {
+		Type     string `json:"type"`
+		ChainSeq uint64 `json:"chain_seq"`
+		Payload  struct {
+			ChainSeq uint64 `json:"chain_seq"`
+		} `json:"payload"`
+	}
+	if len(lines) < 2 || json.Unmarshal([]byte(lines[len(lines)-1]), &last) != nil || json.Unmarshal([]byte(lines[len(lines)-2]), &before) != nil {
+		t.Fatalf("export of %d lines: %q", len(lines), lines)
+	}
+	if last.Type != eventstore.SealType || last.Payload.ChainSeq != before.ChainSeq {
+		t.Fatalf("the stream ends with %s (sealing position %d) after position %d: want a Seal of the event before it", last.Type, last.Payload.ChainSeq, before.ChainSeq)
+	}
+	if stdout, stderr, code := run(t, "audit", "--data", data, "--quiet"); code != 0 {
+		t.Fatalf("audit: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
 // crashRun is one run of the crash suite: its server's address, its
 // clients and what they sent and were answered, and the stream as exported.
 type crashRun struct {

@@ -106,6 +106,7 @@ func Run(t *testing.T, b Backend) {
 		{"OrderAndGapFree", testOrderAndGapFree},
 		{"HashChainAndSeals", testHashChainAndSeals},
 		{"SealOnInterval", testSealOnInterval},
+		{"SealsCountFromTheLastSeal", testSealsCountFromTheLastSeal},
 		{"TamperDetected", testTamperDetected},
 		{"Registry", testRegistry},
 		{"Follow", testFollow},
@@ -812,6 +813,88 @@ func testSecondWriterFenced(t *testing.T, b Backend, cfg eventstore.Config) {
 // testSealOnInterval checks that a quiet chain is sealed after
 // SealInterval, not only every SealEvery events, and that a seal is never
 // sealed again.
+// testSealsCountFromTheLastSeal starts committers on a chain whose tail no
+// seal covers, as a writer killed before its closing seal leaves it: the
+// next committer counts SealEvery from the chain's last seal, not from the
+// head it starts on, and seals the tail when it closes even if it wrote
+// nothing.
+func testSealsCountFromTheLastSeal(t *testing.T, b Backend, cfg eventstore.Config) {
+	ctx := Ctx(t, 30*time.Second)
+	pub, key, err := ed25519.GenerateKey(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := b.Open(t, cfg)
+	appendN := func(c eventstore.Committer, n int) {
+		t.Helper()
+		for i := range n {
+			if r := <-c.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{Ev("test.A", "acct", "a", i)}}); r.Err != nil {
+				t.Fatal(r.Err)
+			}
+		}
+	}
+	seals := func() (n int, last eventstore.Seal) {
+		t.Helper()
+		for _, ev := range ReadAll(t, s) {
+			if ev.Type == eventstore.SealType {
+				if last, err = eventstore.ParseSeal(&ev, pub); err != nil {
+					t.Fatal(err)
+				}
+				n++
+			}
+		}
+		return n, last
+	}
+	sealing := b.committer(eventstore.CommitterConfig{SealKey: key, SealEvery: 10, SealInterval: time.Hour})
+
+	// Six events nobody sealed (a committer without a key stands in for
+	// the killed writer: it closes without a seal).
+	unsealed, err := s.NewCommitter(ctx, "c1", b.committer(eventstore.CommitterConfig{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(unsealed, 6)
+	if err := unsealed.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A sealing committer closed without writing seals those six.
+	c, err := s.NewCommitter(ctx, "c1", sealing)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n, last := seals(); n != 1 || last.ChainSeq != 6 {
+		t.Fatalf("after a close with nothing written: %d seals, the last of position %d; want 1 of position 6", n, last.ChainSeq)
+	}
+
+	// Six more unsealed (positions 8 to 13, after the seal at 7), then a
+	// sealing committer: its SealEvery (10) counts from the head the seal
+	// sealed (6), so the third event it writes (position 16) is followed
+	// by a seal before it closes; counted from its own start (13), none
+	// would come before position 23.
+	if unsealed, err = s.NewCommitter(ctx, "c1", b.committer(eventstore.CommitterConfig{})); err != nil {
+		t.Fatal(err)
+	}
+	appendN(unsealed, 6)
+	if err := unsealed.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if c, err = s.NewCommitter(ctx, "c1", sealing); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	appendN(c, 5)
+	Eventually(t, 10*time.Second, func() error {
+		if n, last := seals(); n != 2 || last.ChainSeq < 16 {
+			return fmt.Errorf("%d seals, the last of position %d; want a second one past position 16 before the close", n, last.ChainSeq)
+		}
+		return nil
+	})
+}
+
 func testSealOnInterval(t *testing.T, b Backend, cfg eventstore.Config) {
 	ctx := Ctx(t, 30*time.Second)
 	pub, key, err := ed25519.GenerateKey(nil)
