@@ -374,8 +374,9 @@ func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
 // the path's player is the token's: a player never learns anything about
 // another, so the check comes before any read.
 func (s *Server) authorize(r *http.Request, allowed map[Role]bool) (*Claims, error) {
-	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || raw == "" {
+	// The scheme's name is case-insensitive (RFC 9110 11.1).
+	scheme, raw, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || raw == "" {
 		s.signal(r, KindAuthenticationFailed, authFailure(errNoToken), nil)
 		return nil, errUnauthorized
 	}
@@ -454,6 +455,7 @@ const (
 var (
 	errUnauthorized = &domain.Error{Code: codeUnauthorized, Message: "missing, invalid or expired bearer token"}
 	errRateLimited  = &domain.Error{Code: codeRateLimited, Message: "too many requests for this token"}
+	errAddrLimited  = &domain.Error{Code: codeRateLimited, Message: "too many requests from this address"}
 )
 
 // statusOf is the one table from error code to HTTP status.
@@ -516,7 +518,9 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	switch status {
 	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="tresor"`)
-	case http.StatusServiceUnavailable:
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		// A limited client's budget refills a request within a second at
+		// the slowest rate allowed (--token-rate 1).
 		w.Header().Set("Retry-After", "1")
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
@@ -678,8 +682,12 @@ func amount(field, s string) (domain.Amount, error) {
 	return a, nil
 }
 
-// idempotencyKey returns the required Idempotency-Key header.
+// idempotencyKey returns the required Idempotency-Key header. Two of them
+// are refused: which one the client meant is not ours to guess.
 func idempotencyKey(r *http.Request) (string, error) {
+	if n := len(r.Header.Values("Idempotency-Key")); n > 1 {
+		return "", invalidf("one Idempotency-Key header, not %d", n)
+	}
 	k := r.Header.Get("Idempotency-Key")
 	if k == "" || len(k) > 128 {
 		return "", invalidf("Idempotency-Key header required, at most 128 characters")

@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/projections"
@@ -47,7 +48,7 @@ func (s *Server) handlePublic(pattern string, h func(w http.ResponseWriter, r *h
 		}
 		switch rd := s.readiness(); {
 		case !s.limiter("addr:" + host).Allow():
-			s.problem(w, r, errRateLimited)
+			s.problem(w, r, errAddrLimited)
 		case rd.Status == StatusStarting:
 			s.problem(w, r, fmt.Errorf("%w: starting: %s", ErrNotReady, rd.Reason))
 		default:
@@ -60,14 +61,15 @@ func (s *Server) handlePublic(pattern string, h func(w http.ResponseWriter, r *h
 
 // writeCacheable answers body with a strong ETag (its SHA-256) and a
 // Cache-Control that lets any cache keep it; a request whose If-None-Match
-// names the ETag gets 304 and no body.
+// names the ETag (among others, weak or strong: RFC 9110 13.1.2), or is
+// "*", gets 304 and no body.
 func writeCacheable(w http.ResponseWriter, r *http.Request, contentType string, body []byte) {
 	sum := sha256.Sum256(body)
 	etag := `"` + hex.EncodeToString(sum[:16]) + `"`
 	h := w.Header()
 	h.Set("ETag", etag)
 	h.Set("Cache-Control", "public, max-age="+strconv.Itoa(commitmentsMaxAge))
-	if inm := r.Header.Get("If-None-Match"); inm == etag || inm == "*" {
+	if noneMatch(r.Header.Values("If-None-Match"), etag) {
 		w.WriteHeader(http.StatusNotModified)
 		return
 	}
@@ -159,4 +161,18 @@ func (s *Server) commitmentsFile(w http.ResponseWriter, r *http.Request) error {
 	}
 	writeCacheable(w, r, "application/x-ndjson", buf.Bytes())
 	return nil
+}
+
+// noneMatch reports whether If-None-Match fields name etag, by the weak
+// comparison the field calls for (a W/ prefix ignored), or are "*".
+func noneMatch(fields []string, etag string) bool {
+	for _, f := range fields {
+		for tag := range strings.SplitSeq(f, ",") {
+			tag = strings.TrimSpace(tag)
+			if tag == "*" || strings.TrimPrefix(tag, "W/") == etag {
+				return true
+			}
+		}
+	}
+	return false
 }

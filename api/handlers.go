@@ -702,7 +702,7 @@ func (s *Server) emission(r *http.Request, c *Claims) (int, any, error) {
 	// The key is optional for one release (docs/api.md): without it a
 	// retry creates another emission.
 	key := ""
-	if r.Header.Get("Idempotency-Key") != "" {
+	if len(r.Header.Values("Idempotency-Key")) > 0 {
 		if key, err = idempotencyKey(r); err != nil {
 			return 0, nil, err
 		}

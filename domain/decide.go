@@ -426,7 +426,7 @@ func (l *Ledger) checkLimits(a *Account, kind LimitKind, w *rolling, now time.Ti
 // say what the first request was: the key may have been another client's.
 func (l *Ledger) replay(player string, kind KeyKind, key, request string) (*KeyRecord, error) {
 	if !keyPattern.MatchString(key) {
-		return nil, refuse(CodeInvalidRequest, "idempotency key: want 1 to 128 printable ASCII characters")
+		return nil, refuse(CodeInvalidRequest, "idempotency key: want 1 to 128 visible ASCII characters (no spaces)")
 	}
 	r := l.Key(player, kind, key)
 	if r == nil {

@@ -73,8 +73,15 @@ func TestCommitmentsArePublicAndVerifyPlayReadsThem(t *testing.T) {
 		report["opened_seq"] != c.OpenedSeq {
 		t.Fatalf("commitment %+v, block report %v", c, report)
 	}
-	if resp, body := s.get("/v1/commitments", http.Header{"If-None-Match": {etag}}); resp.StatusCode != 304 || body != "" {
-		t.Fatalf("revalidation: %d %q", resp.StatusCode, body)
+	// The ETag alone, among others, weak, in a second field, or "*": 304
+	// (RFC 9110's weak comparison); another ETag: the page.
+	for _, inm := range [][]string{{etag}, {`"x", ` + etag}, {"W/" + etag}, {`"x"`, etag}, {"*"}} {
+		if resp, body := s.get("/v1/commitments", http.Header{"If-None-Match": inm}); resp.StatusCode != 304 || body != "" {
+			t.Fatalf("revalidation with If-None-Match %q: %d %q", inm, resp.StatusCode, body)
+		}
+	}
+	if resp, _ := s.get("/v1/commitments", http.Header{"If-None-Match": {`"x", W/"y"`}}); resp.StatusCode != 200 {
+		t.Fatalf("If-None-Match naming other ETags: %d, want the page", resp.StatusCode)
 	}
 	if resp, one := s.get("/v1/commitments/"+block, nil); resp.StatusCode != 200 || !strings.Contains(one, root) {
 		t.Fatalf("one commitment: %d %s", resp.StatusCode, one)

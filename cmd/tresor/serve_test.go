@@ -425,6 +425,20 @@ func TestMalformedRequestsRecordNothing(t *testing.T) {
 			t.Errorf("%s %s: %d %v, want a 4xx", c.method, c.path, got, m)
 		}
 	}
+	// The scheme's name is case-insensitive: not a malformed request.
+	if got, m := s.doWith(call{"GET", "/v1/players/p-42/account", "", "", ""}, http.Header{"Authorization": {"bearer " + op}}); got != 200 {
+		t.Errorf("Authorization: bearer <token>: %d %v, want 200", got, m)
+	}
+	// Two Idempotency-Key fields: which one was meant is not ours to guess.
+	twoKeys := http.Header{"Idempotency-Key": {"k1", "k2"}, "Content-Type": {"application/json"}}
+	for _, c := range []call{
+		{"POST", "/v1/players/p-42/deposits", op, "", `{"amount":"1.00"}`},
+		{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":1}`},
+	} {
+		if got, m := s.doWith(c, twoKeys); got != 400 || m["code"] != "invalid_request" {
+			t.Errorf("%s %s with two Idempotency-Key fields: %d %v, want 400 invalid_request", c.method, c.path, got, m)
+		}
+	}
 	if after := s.must(200, call{"GET", "/v1/health", "", "", ""})["writer_seq"]; after != before {
 		t.Fatalf("malformed requests recorded events: writer at %v, was %v", after, before)
 	}
@@ -432,6 +446,8 @@ func TestMalformedRequestsRecordNothing(t *testing.T) {
 	// the limit is met whatever one request's latency on a loaded machine
 	// (the contract's checks of each answer cost more than the limit lets
 	// through).
+	// Every 429 says when to come back (README: "429 rate_limited with
+	// Retry-After").
 	limited := false
 	for i := 0; i < 10 && !limited; i++ {
 		var wg sync.WaitGroup
@@ -444,6 +460,9 @@ func TestMalformedRequestsRecordNothing(t *testing.T) {
 					var p struct{ Code string }
 					if resp.StatusCode == http.StatusTooManyRequests && json.NewDecoder(resp.Body).Decode(&p) == nil && p.Code == "rate_limited" {
 						hits.Add(1)
+						if ra := resp.Header.Get("Retry-After"); ra != "1" {
+							t.Errorf("429 rate_limited with Retry-After %q, want 1", ra)
+						}
 					}
 					resp.Body.Close()
 				}
