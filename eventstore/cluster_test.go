@@ -3,12 +3,14 @@ package eventstore_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/nats-io/nats.go"
 )
 
 // TestClusterLeaderLoss stops the stream leader of an R3 stream while
@@ -225,4 +227,39 @@ func TestOpenReplicatedStreamTakesAppendsAtOnce(t *testing.T) {
 		}
 		s.Close()
 	}
+}
+
+// TestAHungNodeIsLeftWithinSeconds connects a store to a cluster through a
+// proxy in front of one node, then freezes the proxy: the node hangs with
+// its connection open, as a stopped process or a partition leaves it. The
+// store's pings notice and it reconnects to another node of its URL list:
+// appends succeed again within seconds (nats.go's defaults took minutes).
+func TestAHungNodeIsLeftWithinSeconds(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	c := eventstoretest.StartCluster(t)
+	px := eventstoretest.StartProxy(t, strings.TrimPrefix(c.URL(0), "nats://"))
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	cfg := eventstore.Config{Stream: "HUNG", SubjectPrefix: "hung", Replicas: 3, RequestTimeout: 2 * time.Second}
+	s, err := eventstore.Connect(ctx, "nats://"+px.Addr+","+c.URL(1), cfg, nats.DontRandomize())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	appendOne := func(n int) error {
+		_, err := s.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("test.A", "acct", "a", n)}})
+		return err
+	}
+	if err := appendOne(0); err != nil {
+		t.Fatal(err)
+	}
+	px.Freeze()
+	hung := time.Now()
+	n := 0
+	eventstoretest.Eventually(t, 20*time.Second, func() error {
+		n++
+		return appendOne(n)
+	})
+	t.Logf("appends again %s after the node hung", time.Since(hung).Round(time.Millisecond))
 }

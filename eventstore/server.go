@@ -338,6 +338,17 @@ func parseVersion(v string) (int, int, bool) {
 	return major, minor, errors.Join(err1, err2) == nil
 }
 
+// A connection to an external server pings it every pingInterval and
+// gives it up after pingsOutMax unanswered pings, for the next server of
+// the URL list: a node that hangs with its sockets open (a stopped process,
+// a partition) is left within about 4 s. nats.go's defaults (2 minutes, 2
+// pings) left writers and readers on such a node, answering nothing while
+// saying they were connected, for 4 to 5 minutes.
+const (
+	pingInterval = time.Second
+	pingsOutMax  = 3
+)
+
 // Connect dials an external NATS server or cluster (comma-separated URLs),
 // checks its version and creates or verifies the stream. It returns an
 // error wrapping ErrServerTooOld, ErrUnsafeStream or the dial error.
@@ -346,6 +357,8 @@ func Connect(ctx context.Context, urls string, cfg Config, opts ...nats.Option) 
 		nats.Name("tresor-eventstore"),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		nats.PingInterval(pingInterval),
+		nats.MaxPingsOutstanding(pingsOutMax),
 	}
 	nc, err := nats.Connect(urls, append(base, opts...)...)
 	if err != nil {

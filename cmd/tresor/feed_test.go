@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -22,6 +21,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
 	"github.com/fdj/tresor/feed"
 	"github.com/fdj/tresor/projections"
 	"github.com/jackc/pgx/v5"
@@ -484,56 +484,6 @@ func queueDepth(tb testing.TB, url, queue string) int {
 	return q.Messages
 }
 
-// proxy forwards TCP connections to a target until cut.
-type proxy struct {
-	ln     net.Listener
-	mu     sync.Mutex
-	conns  []net.Conn
-	target string
-}
-
-func startProxy(tb testing.TB, target string) *proxy {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	p := &proxy{ln: ln, target: target}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			up, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, up)
-			p.mu.Unlock()
-			go func() { io.Copy(up, c); up.Close() }()
-			go func() { io.Copy(c, up); c.Close() }()
-		}
-	}()
-	tb.Cleanup(func() { ln.Close(); p.cut() })
-	return p
-}
-
-// cut drops every connection through the proxy, as a network failure
-// would; new connections are still forwarded.
-func (p *proxy) cut() int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := len(p.conns) / 2
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
-	return n
-}
-
 // summaryErrors reads the error count of a feed's summary line.
 var summaryErrors = regexp.MustCompile(`msgs/s, (\d+) errors; checkpoint (\d+)`)
 
@@ -615,12 +565,12 @@ func TestFeed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		px := startProxy(t, u.Host)
-		u.Host = px.ln.Addr().String()
+		px := eventstoretest.StartProxy(t, u.Host)
+		u.Host = px.Addr
 		p := startFeed(t, "--data", f.data, "--amqp-url", u.String(), "--exchange", ex, "--name", "drop", "--batch", "50",
 			"--metrics", "127.0.0.1:0", "--progress-every", "100ms")
 		eventually(t, 60*time.Second, func() bool { return queueDepth(t, f.amqp, q) > 0 })
-		if px.cut() == 0 {
+		if px.Cut() == 0 {
 			t.Fatal("no connection to cut")
 		}
 		if n := queueDepth(t, f.amqp, q); n >= len(f.ref) {
