@@ -191,6 +191,9 @@ func TestBrowserHistoryVerifiesPlays(t *testing.T) {
 	if n := count(t, ctx, row(ids[0])+` [data-check="root"][data-status="pass"]`); n != 1 {
 		t.Errorf("the root was not checked against the published commitment")
 	}
+	if n := count(t, ctx, `[data-check="row"][data-status="pass"]`); n != 2 {
+		t.Errorf("%d rows of 2 checked as showing the play verified", n)
+	}
 	do(t, ctx, "replay", chromedp.Click(chromedp.CSS(row(ids[0])+" .summary button")), chromedp.WaitVisible(chromedp.CSS(row(ids[0])+" [data-pawn]")))
 	for range 2 {
 		do(t, ctx, "next throw", chromedp.Click(chromedp.CSS(row(ids[0])+" .controls button:last-child")))
@@ -233,6 +236,31 @@ func TestBrowserHistoryVerifiesPlays(t *testing.T) {
 	if _, err := chromedp.Call(ctx, fetch.Disable, cdp.Empty{}); err != nil {
 		t.Fatal(err)
 	}
+
+	// The list's answer is altered in transit instead: the settled play's
+	// row shows a bigger prize than the play paid. Verify reads the play
+	// again, genuine: its proof holds, and the row check, which ties the
+	// verdict to what the row shows, fails.
+	if _, err := chromedp.Call(ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: "*/v1/players/p-42/plays?*", RequestStage: fetch.RequestStageResponse}}}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "reload the history, its list altered", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(row(ids[0]))))
+	select {
+	case <-tampered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the list was not intercepted")
+	}
+	if _, err := chromedp.Call(ctx, fetch.Disable, cdp.Empty{}); err != nil {
+		t.Fatal(err)
+	}
+	do(t, ctx, "verify the row whose list entry was altered", chromedp.Click(chromedp.CSS(row(ids[0])+" button.verify")),
+		void(chromedp.Poll[bool](fmt.Sprintf(`document.querySelector(%q).dataset.verified !== undefined`, row(ids[0])), chromedp.WithPollingTimeout(60*time.Second))))
+	if v, rowSt, prizeSt := attr(t, ctx, row(ids[0]), "data-verified"), attr(t, ctx, row(ids[0])+` [data-check="row"]`, "data-status"),
+		attr(t, ctx, row(ids[0])+` [data-check="prize"]`, "data-status"); v != "invalid" || rowSt != "fail" || prizeSt != "pass" {
+		out, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row(ids[0])+" .verdict")))
+		t.Fatalf("a row showing more than its play: verified %s, row check %s, prize check %s; want invalid, fail, pass:\n%s", v, rowSt, prizeSt, out)
+	}
+	do(t, ctx, "reload the history", chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS(row(ids[0]))))
 
 	// Once the block is closed, its published seed rebuilds the deck in
 	// the browser: 450 000 units.

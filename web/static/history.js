@@ -54,7 +54,7 @@ async function main() {
         el('span', { 'data-tier': play.tier || '' }, play.tier ? TIER_TEXT[play.tier] : '—'),
         el('strong', { 'data-prize': play.prize || '' }, play.prize != null ? euros(play.prize) : '—'),
         el('button', { type: 'button', onclick: () => replay(play, detail) }, 'Replay'),
-        el('button', { type: 'button', class: 'verify', onclick: e => verify(p, play.play_id, li, verdict, e.target) }, 'Verify')),
+        el('button', { type: 'button', class: 'verify', onclick: e => verify(p, play, li, verdict, e.target) }, 'Verify')),
       detail, verdict);
     return li;
   }
@@ -87,27 +87,47 @@ async function main() {
   }
 
   // verify reads the play and its block's published commitment afresh,
-  // runs the checks and marks the row data-verified.
-  async function verify(p, id, li, out, button) {
+  // runs the checks and marks the row data-verified. The checks prove the
+  // play the page read again; the row check ties that proof to the row.
+  async function verify(p, play, li, out, button) {
+    const id = play.play_id;
     button.disabled = true;
     delete li.dataset.verified;
     out.replaceChildren(el('p', {}, 'Checking…'));
     try {
-      const doc = await api(token, 'GET', `/v1/players/${encodeURIComponent(p)}/plays/${id}`);
+      const doc = await api(token, 'GET', `/v1/players/${encodeURIComponent(p)}/plays/${encodeURIComponent(id)}`);
       const from = `/v1/commitments/${encodeURIComponent(doc.block_id)}`;
       const published = await publicGet(from);
       const progress = (done, total) => { out.firstChild.textContent = `Rebuilding the block's deck from its seed… ${Math.round(100 * done / total)} %`; };
       const v = await verifyPlay(doc, rules, published, from, progress);
-      li.dataset.verified = v.valid ? 'valid' : 'invalid';
+      const checks = [rowCheck(p, play, doc), ...v.checks];
+      const valid = v.valid && checks[0].status === 'pass';
+      li.dataset.verified = valid ? 'valid' : 'invalid';
       out.replaceChildren(
-        el('p', { class: v.valid ? 'valid' : 'invalid' }, v.valid ? '✔ VALID: every check holds.' : '✘ INVALID: a check fails.'),
+        el('p', { class: valid ? 'valid' : 'invalid' }, valid ? '✔ VALID: every check holds.' : '✘ INVALID: a check fails.'),
         el('p', { class: 'source' }, v.root_source === 'independent' ? `Root ${v.root}, as published at ${from}.`
           : v.root_source === 'document' ? `Root ${v.root}: the play's own claim (the published commitment could not be read).` : 'No root.'),
-        el('ul', { class: 'checks' }, v.checks.map(c => el('li', { 'data-check': c.name, 'data-status': c.status },
+        el('ul', { class: 'checks' }, checks.map(c => el('li', { 'data-check': c.name, 'data-status': c.status },
           el('span', { class: 'status st-' + c.status }, c.status), ' ', el('code', {}, c.name), ' ', c.detail))));
-      say(`Play ${id}: ${v.valid ? 'valid' : 'invalid'}.`);
+      say(`Play ${id}: ${valid ? 'valid' : 'invalid'}.`);
     } catch (err) { out.replaceChildren(el('p', { class: 'invalid' }, explain(err))); }
     button.disabled = false;
+  }
+
+  // rowCheck says whether the play verified is the one its row shows: the
+  // same id, the page's player, the same stake and, once the row shows the
+  // play over (a settled play never changes), the same status, tier and
+  // prize. A list answer that claimed more than the play, or another play
+  // answered for this one, fails here whatever the other's proof.
+  function rowCheck(p, play, doc) {
+    const fields = ['play_id', 'stake'].concat(play.status === 'in_progress' ? [] : ['status', 'tier', 'prize']);
+    const differ = fields.filter(f => (play[f] ?? null) !== (doc[f] ?? null)).map(f => `${f} ${play[f] ?? '—'} ≠ ${doc[f] ?? '—'}`);
+    if (doc.player !== p) differ.unshift(`player ${p} ≠ ${doc.player ?? '—'}`);
+    return {
+      name: 'row', status: differ.length ? 'fail' : 'pass',
+      detail: differ.length ? `the row shows another play than the one verified: ${differ.join(', ')}`
+        : `the row shows the play verified (player, ${fields.join(', ')})`,
+    };
   }
 }
 
