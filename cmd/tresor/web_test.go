@@ -136,6 +136,11 @@ func TestBrowserPlayerPlaysAWholePlay(t *testing.T) {
 	if n := count(t, ctx, "[data-chest]"); n != 9 || count(t, ctx, "[data-chest][data-symbol]") != 0 || count(t, ctx, "[data-compass]") != 1 || count(t, ctx, "[data-counter]") != 1 {
 		t.Fatalf("after the stake: %d chests (%d opened), want 9 closed, a compass and a counter", n, count(t, ctx, "[data-chest][data-symbol]"))
 	}
+	// The balance's text and its hook move together with the stake.
+	text, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#balance")))
+	if got := attr(t, ctx, "#balance", "data-balance"); got != "19.00" || !strings.Contains(text, "19") {
+		t.Fatalf("after a 1 € stake from 20.00: data-balance %q, shown %q; want 19.00 in both", got, text)
+	}
 	for n := 1; n <= 4; n++ {
 		do(t, ctx, fmt.Sprintf("throw %d", n), chromedp.Click(chromedp.CSS("#throw")),
 			void(chromedp.Poll[bool](fmt.Sprintf("document.getElementById('throws-left').textContent === '%d'", 4-n), chromedp.WithPollingTimeout(30*time.Second))))
@@ -315,6 +320,17 @@ func TestBrowserConsoleShowsTheBlocks(t *testing.T) {
 	}
 	if n := count(t, ctx, `#reconciliation tr[data-difference="0.00"]`); n == 0 || count(t, ctx, "#reconciliation tr.differs") != 0 {
 		t.Errorf("reconciliation: %d rows without a difference, %d with one", n, count(t, ctx, "#reconciliation tr.differs"))
+	}
+	// The days are the API's rows of the last 14 UTC days (here, today's).
+	from := time.Now().UTC().AddDate(0, 0, -13).Format(time.DateOnly)
+	days := s.must(200, call{"GET", "/v1/reconciliation?scope=day&from=" + from, reg, "", ""})["rows"].([]any)
+	if n := count(t, ctx, "#days tr[data-day]"); n != len(days) || n == 0 {
+		t.Errorf("days: %d rows shown, the API has %d since %s", n, len(days), from)
+	}
+	for _, d := range days {
+		if key := d.(map[string]any)["key"]; count(t, ctx, fmt.Sprintf(`#days tr[data-day=%q]`, key)) != 1 {
+			t.Errorf("day %v not shown", key)
+		}
 	}
 	do(t, ctx, "scroll to the first chart", chromedp.ScrollIntoView(chromedp.CSS("[data-block] .charts")))
 	screenshot(t, ctx, "console")

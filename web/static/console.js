@@ -34,6 +34,9 @@ async function main() {
   $('ndjson').href = '/v1/commitments.ndjson';
   const refresh = async () => {
     await Promise.all([service(), blocks(token), days(token), reconciliation(token)]);
+    // The other sections may have waited out a start while the service's
+    // state was read first: it is read again, as fresh as the stamp.
+    await service();
     $('updated').textContent = 'Updated ' + new Date().toLocaleTimeString();
   };
   for (const [id, scope] of [['csv-day', 'day'], ['csv-block', 'block'], ['csv-emission', 'emission']]) {
@@ -178,9 +181,11 @@ function rateChart(b, points, target) {
 
 async function days(token) {
   await section('days', async box => {
-    const r = await api(token, 'GET', '/v1/reconciliation?scope=day');
-    const rows = r.rows.slice(-14);
-    if (!rows.length) { box.querySelector('.content').replaceChildren(el('p', {}, 'No sale yet.')); return; }
+    // The last 14 UTC days, today's included: days without activity have
+    // no row.
+    const from = new Date(Date.now() - 13 * 86400000).toISOString().slice(0, 10);
+    const rows = (await api(token, 'GET', `/v1/reconciliation?scope=day&from=${from}`)).rows;
+    if (!rows.length) { box.querySelector('.content').replaceChildren(el('p', {}, 'No sale in the last 14 days.')); return; }
     box.querySelector('.content').replaceChildren(el('table', {},
       el('caption', {}, 'Sales and prizes per day (UTC days, the last 14)'),
       el('thead', {}, el('tr', {}, ['Day', 'Units sold', 'Sales', 'Prizes paid', 'Payout'].map(h => el('th', { scope: 'col' }, h)))),

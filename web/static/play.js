@@ -18,12 +18,17 @@ async function main() {
   const base = `/v1/players/${encodeURIComponent(claims.player)}`;
   let play = null, map = null, busy = false;
 
+  // setBalance shows a balance, its text and its test hook together
+  // (null: unknown).
+  const setBalance = b => {
+    $('balance').textContent = b == null ? '—' : euros(b);
+    if (b == null) delete $('balance').dataset.balance; else $('balance').dataset.balance = b;
+  };
   const showBalance = async seq => {
     try {
       const a = await api(token, 'GET', `${base}/account${seq ? '?min_seq=' + seq : ''}`);
-      $('balance').textContent = euros(a.balance);
-      $('balance').dataset.balance = a.balance;
-    } catch (e) { $('balance').textContent = '—'; refuse(e); }
+      setBalance(a.balance);
+    } catch (e) { setBalance(null); refuse(e); }
   };
   const refuse = e => { $('refusal').textContent = explain(e); };
   const setBusy = b => { busy = b; $('play').disabled = b || (play && play.status === 'in_progress'); $('throw').disabled = b || !play || play.status !== 'in_progress'; };
@@ -59,7 +64,7 @@ async function main() {
       // One key per click: a retry of this request (503) is the same stake.
       const p = await api(token, 'POST', `${base}/plays`, { body: { stake }, key: newKey() });
       show(p);
-      $('balance').textContent = euros(p.balance);
+      setBalance(p.balance);
       say(`Play ${p.play_id}: make your 4 throws.`);
       $('throw').focus();
     } catch (err) { refuse(err); setBusy(false); }
