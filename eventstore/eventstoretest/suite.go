@@ -810,9 +810,6 @@ func testSecondWriterFenced(t *testing.T, b Backend, cfg eventstore.Config) {
 	}
 }
 
-// testSealOnInterval checks that a quiet chain is sealed after
-// SealInterval, not only every SealEvery events, and that a seal is never
-// sealed again.
 // testSealsCountFromTheLastSeal starts committers on a chain whose tail no
 // seal covers, as a writer killed before its closing seal leaves it: the
 // next committer counts SealEvery from the chain's last seal, not from the
@@ -895,6 +892,9 @@ func testSealsCountFromTheLastSeal(t *testing.T, b Backend, cfg eventstore.Confi
 	})
 }
 
+// testSealOnInterval checks that a quiet chain is sealed after
+// SealInterval, not only every SealEvery events, and that a seal is never
+// sealed again.
 func testSealOnInterval(t *testing.T, b Backend, cfg eventstore.Config) {
 	ctx := Ctx(t, 30*time.Second)
 	pub, key, err := ed25519.GenerateKey(nil)
