@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -396,5 +397,49 @@ func (c *standbyCluster) sameBalances() {
 		if balances[0] != balances[1] || balances[0] != balances[2] {
 			c.t.Errorf("crash-%d: balances on the three nodes %v", p, balances)
 		}
+	}
+}
+
+// TestServeLeavesAHungNATSNode runs `tresor serve` on a three-node cluster
+// through a proxy in front of one node, its only URL, and freezes the
+// proxy: the node hangs with the connection open, as a stopped process or a
+// partition leaves it. The node's pings notice, it reconnects to a node the
+// cluster told it of, and commands are answered again within seconds (with
+// nats.go's ping defaults, after 4 to 5 minutes). A key answered before the
+// hang and retried after it answers the same: one effect.
+func TestServeLeavesAHungNATSNode(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	data := t.TempDir()
+	c, _ := clusterKeys(t, data)
+	px := eventstoretest.StartProxy(t, strings.TrimPrefix(c.URL(0), "nats://"))
+	s := startServe(t, data, "--nats", "nats://"+px.Addr, "--replicas", "3")
+	op, _ := s.fundedPlayer()
+	before := s.must(200, call{"POST", "/v1/players/p-42/deposits", op, "before", `{"amount":"1.00"}`})
+
+	px.Freeze()
+	hung := time.Now()
+	var after map[string]any
+	for n := 0; after == nil; n++ {
+		if time.Since(hung) > 30*time.Second {
+			t.Fatalf("no deposit answered 30 s after the NATS node hung (%d tries)\n%s", n, s.logs)
+		}
+		// One key until it is answered: a 503 may have been recorded.
+		switch status, m, err := s.send(call{"POST", "/v1/players/p-42/deposits", op, "after", `{"amount":"2.00"}`}); {
+		case err == nil && status == 200:
+			after = m
+		case err == nil && status != 503:
+			t.Fatalf("deposit after the hang: %d %v", status, m)
+		default:
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	t.Logf("a deposit answered %s after the NATS node hung", time.Since(hung).Round(100*time.Millisecond))
+	if again := s.must(200, call{"POST", "/v1/players/p-42/deposits", op, "before", `{"amount":"1.00"}`}); again["balance_after"] != before["balance_after"] {
+		t.Fatalf("the key answered before the hang: balance_after %v, then %v", before["balance_after"], again["balance_after"])
+	}
+	if acct := s.must(200, call{"GET", fmt.Sprintf("/v1/players/p-42/account?min_seq=%.0f", after["seq"]), op, "", ""}); acct["balance"] != "23.00" {
+		t.Fatalf("balance %v after deposits of 20, 1 and 2: want 23.00", acct["balance"])
 	}
 }
