@@ -341,11 +341,13 @@ func parseVersion(v string) (int, int, bool) {
 // A connection to an external server pings it every pingInterval and
 // gives it up after pingsOutMax unanswered pings, for the next server of
 // the URL list: a node that hangs with its sockets open (a stopped process,
-// a partition) is left within about 4 s. nats.go's defaults (2 minutes, 2
+// a partition) is left within about 8 s. nats.go's defaults (2 minutes, 2
 // pings) left writers and readers on such a node, answering nothing while
-// saying they were connected, for 4 to 5 minutes.
+// saying they were connected, for 4 to 5 minutes. Not quicker: a server
+// merely slow for a few seconds (a loaded machine) would be left too, and
+// the answers in flight on the connection lost with it.
 const (
-	pingInterval = time.Second
+	pingInterval = 2 * time.Second
 	pingsOutMax  = 3
 )
 
