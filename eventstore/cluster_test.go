@@ -263,3 +263,49 @@ func TestAHungNodeIsLeftWithinSeconds(t *testing.T) {
 	})
 	t.Logf("appends again %s after the node hung", time.Since(hung).Round(time.Millisecond))
 }
+
+// TestOpenSnapshotsWaitsForTheClustersQuorum opens the snapshot bucket of
+// an R3 cluster while two of its nodes are down, as the first start of a
+// node meets a cluster that is still restarting: the open waits for the
+// bucket's stream to answer instead of failing on its first request, and
+// returns once the nodes are back, the snapshot stored before the outage
+// readable.
+func TestOpenSnapshotsWaitsForTheClustersQuorum(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	c := eventstoretest.StartCluster(t)
+	ctx := eventstoretest.Ctx(t, 2*time.Minute)
+	s := openOn(t, c, eventstore.Config{Stream: "QUORUM", SubjectPrefix: "quorum", RequestTimeout: time.Second})
+	seq, head := oneEventHead(t, s)
+	cfg := eventstore.SnapshotConfig{Key: snapKey}
+	snaps, err := s.OpenSnapshots(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: seq, Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
+	// (the bucket's stream was just created: its leader's interest may
+	// not have reached this connection's server yet)
+	eventstoretest.Eventually(t, 10*time.Second, func() error { return snaps.Put(ctx, meta, []byte("state")) })
+	c.Stop(1)
+	c.Stop(2)
+	opened := make(chan error, 1)
+	go func() {
+		var err error
+		snaps, err = s.OpenSnapshots(ctx, cfg)
+		opened <- err
+	}()
+	select {
+	case err := <-opened:
+		t.Fatalf("the open did not wait for the quorum (%v): with one node of three there is no bucket to open", err)
+	case <-time.After(3 * time.Second): // three request timeouts
+	}
+	c.Start(t, 1)
+	c.Start(t, 2)
+	if err := <-opened; err != nil {
+		t.Fatalf("open once the quorum is back: %v", err)
+	}
+	if got, data, err := snaps.Latest(ctx, "writer", "c1"); err != nil || got.Sequence != seq || string(data) != "state" {
+		t.Fatalf("latest after the outage: %+v %q, %v", got, data, err)
+	}
+}

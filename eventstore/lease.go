@@ -113,17 +113,47 @@ func OpenLease(ctx context.Context, nc *nats.Conn, chain string, cfg LeaseConfig
 	}
 	// Creating the bucket may wait for a meta leader, and several nodes
 	// starting at once race to create it: look it up, create it when
-	// missing, and try again (bounded) until one of them has.
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	// missing, and try again until one of them has.
+	kv, err := openPatiently(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+		return openLeaseBucket(ctx, js, cfg)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open lease bucket %s: %w", LeaseBucket, err)
+	}
+	return &Lease{cfg: cfg, chain: chain, kv: kv}, nil
+}
+
+// Bounds of openPatiently.
+const (
+	// openPatience bounds the whole wait for a bucket.
+	openPatience = 30 * time.Second
+	// openAttempt bounds one try: a request that reached a server in the
+	// middle of an election is answered by nobody, and waiting a whole
+	// request timeout for it would leave a try or two in openPatience.
+	openAttempt = 5 * time.Second
+)
+
+// openPatiently calls open, each call bounded by openAttempt, until it
+// succeeds, ctx ends or openPatience has passed, and returns the last
+// call's error. A cluster just started, or restarted, elects the leaders
+// of its assets one after another: the meta leader, then each stream's
+// and each bucket's, seconds apart, and a bucket's stream may answer well
+// after the event stream does. Without it, the first start of every node
+// on a restarted cluster exited on "context deadline exceeded" and waited
+// for its supervisor.
+func openPatiently[T any](ctx context.Context, open func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, openPatience)
 	defer cancel()
 	for {
-		kv, err := openLeaseBucket(ctx, js, cfg)
+		attempt, done := context.WithTimeout(ctx, openAttempt)
+		v, err := open(attempt)
+		done()
 		if err == nil {
-			return &Lease{cfg: cfg, chain: chain, kv: kv}, nil
+			return v, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("open lease bucket %s: %w", LeaseBucket, err)
+			return v, err
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

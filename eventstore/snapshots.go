@@ -121,7 +121,8 @@ const (
 	snapshotMACKey  = "tresor-hmac"
 )
 
-// OpenSnapshots opens (creating it if needed) the snapshot bucket.
+// OpenSnapshots opens (creating it if needed) the snapshot bucket, trying
+// again for a while when the server cannot answer yet (openPatiently).
 func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Snapshots, error) {
 	if len(cfg.Key) < 32 {
 		return nil, fmt.Errorf("snapshots: key of %d bytes, want at least 32: %w", len(cfg.Key), ErrInvalid)
@@ -153,14 +154,18 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	started := time.Now()
-	ctx, cancel := s.reqCtx(ctx)
-	defer cancel()
-	os, stream, err := s.openSnapshotBucket(ctx, cfg)
+	snaps, err := openPatiently(ctx, func(ctx context.Context) (*Snapshots, error) {
+		os, stream, err := s.openSnapshotBucket(ctx, cfg)
+		if err != nil {
+			return nil, err
+		}
+		return &Snapshots{store: s, os: os, stream: stream, metaPrefix: "$O." + cfg.Bucket + ".M.", cfg: cfg}, nil
+	})
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)
 	}
-	cfg.Logger.Info("snapshot bucket opened", "bucket", cfg.Bucket, "persist", stream.CachedInfo().Config.PersistMode, "after", since(started))
-	return &Snapshots{store: s, os: os, stream: stream, metaPrefix: "$O." + cfg.Bucket + ".M.", cfg: cfg}, nil
+	cfg.Logger.Info("snapshot bucket opened", "bucket", cfg.Bucket, "persist", snaps.stream.CachedInfo().Config.PersistMode, "after", since(started))
+	return snaps, nil
 }
 
 // openSnapshotBucket creates the snapshot bucket or binds to it. On one
