@@ -380,23 +380,35 @@ func BenchmarkSnapshotParts(b *testing.B) {
 }
 
 // TestASnapshotIsSentAtItsPace: a snapshot's bytes go no faster than
-// PaceBytesPerSecond (1 MiB at 4 MiB/s: at least the time of its bytes
-// after the first chunk, 128 KiB), across its parts, and it reads back
-// whole.
+// PaceBytesPerSecond, or than a slot's own pace (SnapshotSlot.Paced, the
+// writer's) over an unpaced bucket's (1 MiB at 4 MiB/s: at least the time
+// of its bytes after the first chunk, 128 KiB), across its parts, and it
+// reads back whole.
 func TestASnapshotIsSentAtItsPace(t *testing.T) {
-	slot, seq := oneEventSlot(t, eventstore.SnapshotConfig{Key: snapKey, PartBytes: 300 << 10, PaceBytesPerSecond: 4 << 20, ChunkBytes: 128 << 10})
-	ctx := context.Background()
-	data := pattern(1<<20, 7)
-	start := time.Now()
-	if err := slot.Save(ctx, seq, data); err != nil {
-		t.Fatal(err)
-	}
-	if took, least := time.Since(start), time.Duration(len(data)-128<<10)*time.Second/(4<<20); took < least {
-		t.Errorf("1 MiB stored in %s at 4 MiB/s, want at least %s", took, least)
-	}
-	_, got, _, err := slot.Load(ctx)
-	if err != nil || !bytes.Equal(got, data) {
-		t.Fatalf("loaded %d bytes (%v), want the %d stored", len(got), err, len(data))
+	for _, c := range []struct {
+		name     string
+		bucket   int
+		slotPace int
+	}{{"bucket", 4 << 20, 0}, {"slot", -1, 4 << 20}} {
+		t.Run(c.name, func(t *testing.T) {
+			slot, seq := oneEventSlot(t, eventstore.SnapshotConfig{Key: snapKey, PartBytes: 300 << 10, PaceBytesPerSecond: c.bucket, ChunkBytes: 128 << 10})
+			if c.slotPace != 0 {
+				slot = slot.Paced(c.slotPace)
+			}
+			ctx := context.Background()
+			data := pattern(1<<20, 7)
+			start := time.Now()
+			if err := slot.Save(ctx, seq, data); err != nil {
+				t.Fatal(err)
+			}
+			if took, least := time.Since(start), time.Duration(len(data)-128<<10)*time.Second/(4<<20); took < least {
+				t.Errorf("1 MiB stored in %s at 4 MiB/s, want at least %s", took, least)
+			}
+			_, got, _, err := slot.Load(ctx)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("loaded %d bytes (%v), want the %d stored", len(got), err, len(data))
+			}
+		})
 	}
 }
 

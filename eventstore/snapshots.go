@@ -23,12 +23,12 @@ import (
 const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 
 // SnapshotPaceDefault is the default SnapshotConfig.PaceBytesPerSecond:
-// the writer's snapshot of 20 MB (300 000 keys) is stored in about 1.2 s,
-// a read models' snapshot of 300 MB in about 19 s. On a quiet machine the
-// commands' p99 while a snapshot was stored at 32 MiB/s was 1.38 times
-// their p99 outside (median of 16 runs), at 16 MiB/s 1.22 (6 runs), and
-// 1.10 to 1.23 (two builds, 3 runs each) with a bucket not synced chunk by
-// chunk (docs/performance.md, "Slower snapshots").
+// a read models' snapshot of 300 MB is stored in about 19 s (the writer's
+// slot stores at a quarter of it: settlement.WriterSnapshotPace). On a
+// quiet machine the commands' p99 while a snapshot was stored at 32 MiB/s
+// was 1.38 times their p99 outside (median of 16 runs), at 16 MiB/s 1.22
+// (6 runs), and 1.10 to 1.23 (two builds, 3 runs each) with a bucket not
+// synced chunk by chunk (docs/performance.md, "Slower snapshots").
 const SnapshotPaceDefault = 16 << 20
 
 // SnapshotChunkDefault is the default SnapshotConfig.ChunkBytes: 1 MiB,
@@ -368,12 +368,24 @@ type SnapshotSlot struct {
 	kind, chain string
 	format      int
 	ruleSet     string
+	// pace, when not 0, replaces SnapshotConfig.PaceBytesPerSecond for
+	// this slot's saves (Paced).
+	pace int
 }
 
 // Slot returns the slot of a kind of state of chain, whose data is in
 // format under ruleSet.
 func (s *Snapshots) Slot(kind, chain string, format int, ruleSet string) *SnapshotSlot {
 	return &SnapshotSlot{snaps: s, kind: kind, chain: chain, format: format, ruleSet: ruleSet}
+}
+
+// Paced returns the slot whose saves send their bytes at most at
+// bytesPerSecond, whatever the bucket's pace (negative: as fast as the
+// server takes them).
+func (sl *SnapshotSlot) Paced(bytesPerSecond int) *SnapshotSlot {
+	c := *sl
+	c.pace = bytesPerSecond
+	return &c
 }
 
 // Save stores data, the state after the event at stream sequence seq (see
@@ -392,7 +404,12 @@ func (sl *SnapshotSlot) SaveParts(ctx context.Context, seq uint64, write func(*P
 		return fmt.Errorf("save %s snapshot: %w", sl.kind, err)
 	}
 	return sl.snaps.PutParts(ctx, SnapshotMeta{Kind: sl.kind, Chain: sl.chain, Sequence: seq, ChainSeq: head.ChainSeq, Head: head.Hash,
-		Format: sl.format, RuleSet: sl.ruleSet, CreatedAt: time.Now().UTC()}, write)
+		Format: sl.format, RuleSet: sl.ruleSet, CreatedAt: time.Now().UTC()}, func(w *PartWriter) error {
+		if sl.pace != 0 {
+			w.pace.rate = sl.pace
+		}
+		return write(w)
+	})
 }
 
 // Load returns the newest snapshot that passes every check, whole, and its

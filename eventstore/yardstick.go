@@ -1,6 +1,7 @@
 package eventstore
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -209,11 +210,14 @@ type LatencyYardstick struct {
 	Replicas int
 	// PutBytes, when above 0, stores an object of that many bytes every
 	// PutEvery in a scratch bucket made as the snapshot bucket is, in
-	// chunks of SnapshotChunkDefault at SnapshotPaceDefault: a writer
-	// snapshot's store with no writer, so that the commands' latency while
-	// it goes can be told from outside it.
+	// chunks of SnapshotChunkDefault at PutPace bytes a second (default
+	// SnapshotPaceDefault; the writer's snapshots go at
+	// settlement.WriterSnapshotPace): a writer snapshot's store with no
+	// writer, so that the commands' latency while it goes can be told from
+	// outside it.
 	PutBytes int
 	PutEvery time.Duration
+	PutPace  int
 }
 
 // LatencyFloor is what a LatencyYardstick measured: every command's
@@ -344,7 +348,7 @@ func (p *yardstickPuts) run(ctx context.Context, bucket jetstream.ObjectStore, y
 		}
 		began := time.Now()
 		meta := jetstream.ObjectMeta{Name: "put." + strconv.Itoa(i), Opts: &jetstream.ObjectMetaOptions{ChunkSize: SnapshotChunkDefault}}
-		_, err := bucket.Put(ctx, meta, &pacedReader{ctx: ctx, pace: &pace{rate: SnapshotPaceDefault}, data: data})
+		_, err := bucket.Put(ctx, meta, &pacedReader{ctx: ctx, pace: &pace{rate: cmp.Or(y.PutPace, SnapshotPaceDefault)}, data: data})
 		p.spans = append(p.spans, [2]time.Time{began, time.Now()})
 		if ctx.Err() != nil {
 			err = nil

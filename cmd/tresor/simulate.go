@@ -385,7 +385,7 @@ func measureLatencyYardstick(ctx context.Context, st *stream, rep *simulateRepor
 	}
 	if st.snapshotSpans != nil {
 		if p := st.snapshotSpans.PhaseCPU(plays.began, plays.ended); p.Snapshots > 0 {
-			y.PutBytes, y.PutEvery = p.Bytes/p.Snapshots, plays.ended.Sub(plays.began)/time.Duration(p.Snapshots)
+			y.PutBytes, y.PutEvery, y.PutPace = p.Bytes/p.Snapshots, plays.ended.Sub(plays.began)/time.Duration(p.Snapshots), settlement.WriterSnapshotPace
 		}
 	}
 	f, err := eventstore.MeasureCommandLatency(ctx, st.store, y)
