@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -120,4 +121,40 @@ func TestReadOnlyCommandHoldsAFreeDataDirectory(t *testing.T) {
 		t.Fatalf("export: %v: %s", err, stderr.String())
 	}
 	startServe(t, data).stop()
+}
+
+// TestAClusterNodesDirectoryRefusesTheEmbeddedLedger: `serve --nats` marks
+// its data directory; a serve or a simulate started on it without --nats,
+// as an operator who forgot TRESOR_NATS_URL would, is refused with one
+// line and creates nothing there: no second, empty ledger taking deposits
+// beside the cluster's. The node itself goes on.
+func TestAClusterNodesDirectoryRefusesTheEmbeddedLedger(t *testing.T) {
+	nats, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: t.TempDir(), ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nats.Shutdown)
+	data := externalKeys(t)
+	s := startServe(t, data, "--nats", nats.ClientURL(), "--node-name", "n1")
+	if mark := string(mustRead(t, filepath.Join(data, "cluster-node"))); !strings.Contains(mark, "n1, a node of a NATS cluster") {
+		t.Fatalf("the mark names no node: %q", mark)
+	}
+	for _, args := range [][]string{
+		{"serve", "--data", data, "--http", "127.0.0.1:0"},
+		{"simulate", "--data", data, "--plays", "1", "--players", "1", "--quiet"},
+	} {
+		_, stderr, code := runWithin(t, time.Minute, args...)
+		want := fmt.Sprintf("tresor: data directory %s is a NATS cluster node's (%s): without --nats", data, filepath.Join(data, "cluster-node"))
+		if code != 1 || !strings.HasPrefix(stderr, want) || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%v: exit %d, stderr %q; want 1 and one line starting %q", args, code, stderr, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(data, "jetstream")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("an embedded ledger was begun in the node's directory: %v", err)
+	}
+	op := s.token("operator", "")
+	s.must(200, call{"PUT", "/v1/players/p-1", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"10.00"}`})
+	if acct := s.must(200, call{"POST", "/v1/players/p-1/deposits", op, "d1", `{"amount":"20.00"}`}); acct["balance_after"] != "20.00" {
+		t.Fatalf("the node after the refusals: %v", acct)
+	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tresorBin is the real binary, built once for the package's tests: they
@@ -36,7 +38,20 @@ func TestMain(m *testing.M) {
 // run runs the binary and returns stdout, stderr and the exit status.
 func run(tb testing.TB, args ...string) (string, string, int) {
 	tb.Helper()
-	cmd := exec.Command(tresorBin, args...)
+	return runWithin(tb, 0, args...)
+}
+
+// runWithin is run, the binary killed after d (0: never): for a command
+// that must exit at once and, were the test to fail, would serve for ever.
+func runWithin(tb testing.TB, d time.Duration, args ...string) (string, string, int) {
+	tb.Helper()
+	ctx := context.Background()
+	if d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
+	cmd := exec.CommandContext(ctx, tresorBin, args...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

@@ -95,6 +95,11 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	defer st.Close()
 	st.logger = log
 	log.Info("stream opened", "after", time.Since(started).Round(time.Millisecond))
+	if cfg.NATSURL != "" {
+		if err := markClusterNode(cfg.Data, cfg.NodeName); err != nil {
+			return err
+		}
+	}
 	store, err := openProjections(ctx, cfg, rules)
 	if err != nil {
 		return err

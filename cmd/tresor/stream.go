@@ -93,6 +93,11 @@ func connectStream(ctx context.Context, cfg *Config, scfg eventstore.Config, opt
 		}
 		return s, nil
 	}
+	if !scfg.ReadOnly {
+		if err := refuseClusterNode(cfg.Data); err != nil {
+			return nil, err
+		}
+	}
 	ecfg := eventstore.EmbeddedConfig{DataDir: filepath.Join(cfg.Data, "jetstream"), SyncInterval: cfg.SyncInterval,
 		Holder: commandPath, Readers: &eventstore.ReaderAccess{}}
 	var nc *nats.Conn
@@ -285,4 +290,36 @@ func checkBooks(ctx context.Context, s *stream) (bool, string, error) {
 		return false, summary + "; " + violation.Error(), nil
 	}
 	return true, summary, nil
+}
+
+// clusterNodeMark is the file `serve --nats` leaves in its data directory.
+// A writer started on that directory without --nats (an operator who
+// forgot TRESOR_NATS_URL, a unit file without it) would otherwise start
+// the embedded default there: a second, empty ledger with the cluster's
+// keys, taking deposits that the cluster never sees.
+const clusterNodeMark = "cluster-node"
+
+// markClusterNode leaves clusterNodeMark in the data directory of a node
+// of a NATS cluster, creating the directory if needed.
+func markClusterNode(data, node string) error {
+	if err := os.MkdirAll(data, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	text := fmt.Sprintf("This data directory is that of %s, a node of a NATS cluster (tresor serve --nats).\n"+
+		"A tresor started on it without --nats is refused: it would run a second, empty ledger.\n"+
+		"Remove this file only if the directory is to hold an embedded ledger of its own.\n", node)
+	if err := os.WriteFile(filepath.Join(data, clusterNodeMark), []byte(text), 0o600); err != nil {
+		return fmt.Errorf("mark the data directory as a cluster node's: %w", err)
+	}
+	return nil
+}
+
+// refuseClusterNode refuses to run the embedded default's writer on the
+// data directory of a node of a NATS cluster (markClusterNode).
+func refuseClusterNode(data string) error {
+	mark := filepath.Join(data, clusterNodeMark)
+	if _, err := os.Stat(mark); err == nil {
+		return fmt.Errorf("data directory %s is a NATS cluster node's (%s): without --nats (or TRESOR_NATS_URL) this would start a second, empty ledger; give the cluster's URLs, or remove that file if the directory is to hold an embedded ledger", data, mark)
+	}
+	return nil
 }
