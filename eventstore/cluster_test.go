@@ -264,22 +264,23 @@ func TestAHungNodeIsLeftWithinSeconds(t *testing.T) {
 	t.Logf("appends again %s after the node hung", time.Since(hung).Round(time.Millisecond))
 }
 
-// TestOpenSnapshotsWaitsForTheClustersQuorum opens the snapshot bucket of
-// an R3 cluster while two of its nodes are down, as the first start of a
-// node meets a cluster that is still restarting: the open waits for the
-// bucket's stream to answer instead of failing on its first request, and
-// returns once the nodes are back, the snapshot stored before the outage
-// readable.
-func TestOpenSnapshotsWaitsForTheClustersQuorum(t *testing.T) {
+// TestOpeningWaitsForTheClustersQuorum opens a writer's store, the
+// snapshot bucket and the significant-event log of an R3 cluster while two
+// of its nodes are down, as a node started on a cluster that is still
+// restarting does: each open waits for its stream to answer instead of
+// failing on its first request, and returns once the nodes are back; the
+// snapshot stored before the outage is readable.
+func TestOpeningWaitsForTheClustersQuorum(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster: skipped in -short")
 	}
 	c := eventstoretest.StartCluster(t)
 	ctx := eventstoretest.Ctx(t, 2*time.Minute)
-	s := openOn(t, c, eventstore.Config{Stream: "QUORUM", SubjectPrefix: "quorum", RequestTimeout: time.Second})
+	cfg := eventstore.Config{Stream: "QUORUM", SubjectPrefix: "quorum", RequestTimeout: time.Second}
+	s := openOn(t, c, cfg)
 	seq, head := oneEventHead(t, s)
-	cfg := eventstore.SnapshotConfig{Key: snapKey}
-	snaps, err := s.OpenSnapshots(ctx, cfg)
+	scfg := eventstore.SnapshotConfig{Key: snapKey}
+	snaps, err := s.OpenSnapshots(ctx, scfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,23 +290,42 @@ func TestOpenSnapshotsWaitsForTheClustersQuorum(t *testing.T) {
 	eventstoretest.Eventually(t, 10*time.Second, func() error { return snaps.Put(ctx, meta, []byte("state")) })
 	c.Stop(1)
 	c.Stop(2)
-	opened := make(chan error, 1)
-	go func() {
-		var err error
-		snaps, err = s.OpenSnapshots(ctx, cfg)
-		opened <- err
-	}()
+	var (
+		wg     sync.WaitGroup
+		second *eventstore.NATSStore
+		errs   = make([]error, 3)
+	)
+	wg.Go(func() {
+		cfg.Replicas = 3
+		second, errs[0] = eventstore.Connect(ctx, c.URLs(), cfg)
+	})
+	wg.Go(func() { snaps, errs[1] = s.OpenSnapshots(ctx, scfg) })
+	wg.Go(func() {
+		_, errs[2] = eventstore.OpenSignificantLog(ctx, s.Conn(), eventstore.SignificantConfig{Replicas: 3, RequestTimeout: time.Second})
+	})
+	opened := make(chan struct{})
+	go func() { wg.Wait(); close(opened) }()
 	select {
-	case err := <-opened:
-		t.Fatalf("the open did not wait for the quorum (%v): with one node of three there is no bucket to open", err)
+	case <-opened:
+		t.Fatalf("the opens did not wait for the quorum (%v): with one node of three nothing answers", errs)
 	case <-time.After(3 * time.Second): // three request timeouts
 	}
 	c.Start(t, 1)
 	c.Start(t, 2)
-	if err := <-opened; err != nil {
-		t.Fatalf("open once the quorum is back: %v", err)
+	<-opened
+	for i, what := range []string{"the store", "the snapshot bucket", "the significant-event log"} {
+		if errs[i] != nil {
+			t.Errorf("open %s once the quorum is back: %v", what, errs[i])
+		}
 	}
+	if t.Failed() {
+		return
+	}
+	defer second.Close()
 	if got, data, err := snaps.Latest(ctx, "writer", "c1"); err != nil || got.Sequence != seq || string(data) != "state" {
 		t.Fatalf("latest after the outage: %+v %q, %v", got, data, err)
+	}
+	if h, err := second.ChainHead(ctx, "c1"); err != nil || h.Sequence != 1 {
+		t.Fatalf("the store opened during the outage: head %+v, %v; want the one event", h, err)
 	}
 }

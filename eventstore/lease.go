@@ -123,42 +123,6 @@ func OpenLease(ctx context.Context, nc *nats.Conn, chain string, cfg LeaseConfig
 	return &Lease{cfg: cfg, chain: chain, kv: kv}, nil
 }
 
-// Bounds of openPatiently.
-const (
-	// openPatience bounds the whole wait for a bucket.
-	openPatience = 30 * time.Second
-	// openAttempt bounds one try: a request that reached a server in the
-	// middle of an election is answered by nobody, and waiting a whole
-	// request timeout for it would leave a try or two in openPatience.
-	openAttempt = 5 * time.Second
-)
-
-// openPatiently calls open, each call bounded by openAttempt, until it
-// succeeds, ctx ends or openPatience has passed, and returns the last
-// call's error. A cluster just started, or restarted, elects the leaders
-// of its assets one after another: the meta leader, then each stream's
-// and each bucket's, seconds apart, and a bucket's stream may answer well
-// after the event stream does. Without it, the first start of every node
-// on a restarted cluster exited on "context deadline exceeded" and waited
-// for its supervisor.
-func openPatiently[T any](ctx context.Context, open func(context.Context) (T, error)) (T, error) {
-	ctx, cancel := context.WithTimeout(ctx, openPatience)
-	defer cancel()
-	for {
-		attempt, done := context.WithTimeout(ctx, openAttempt)
-		v, err := open(attempt)
-		done()
-		if err == nil {
-			return v, nil
-		}
-		select {
-		case <-ctx.Done():
-			return v, err
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
 // openLeaseBucket opens the lease bucket, creating it when missing.
 func openLeaseBucket(ctx context.Context, js jetstream.JetStream, cfg LeaseConfig) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, LeaseBucket)

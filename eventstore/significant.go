@@ -98,23 +98,25 @@ func OpenSignificantLog(ctx context.Context, nc *nats.Conn, cfg SignificantConfi
 	if err != nil {
 		return nil, fmt.Errorf("open significant-event log: jetstream: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, cfg.RequestTimeout)
-	defer cancel()
-	st, err := js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
-		Name:              cfg.Stream,
-		Description:       "Tresor significant events: failed authentications and refused role checks (bounded; not the event log)",
-		Subjects:          []string{cfg.SubjectPrefix + ".>"},
-		Storage:           jetstream.FileStorage,
-		Replicas:          cfg.Replicas,
-		Retention:         jetstream.LimitsPolicy,
-		Discard:           jetstream.DiscardOld,
-		MaxAge:            cfg.MaxAge,
-		MaxBytes:          cfg.MaxBytes,
-		MaxMsgs:           -1,
-		MaxMsgsPerSubject: cfg.MaxPerKind,
-		MaxMsgSize:        4 << 10,
-		DenyDelete:        true,
-		DenyPurge:         true,
+	// A cluster restarting answers once it has elected the stream's
+	// leader: try again meanwhile, as for the event stream.
+	st, err := openPatiently(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+			Name:              cfg.Stream,
+			Description:       "Tresor significant events: failed authentications and refused role checks (bounded; not the event log)",
+			Subjects:          []string{cfg.SubjectPrefix + ".>"},
+			Storage:           jetstream.FileStorage,
+			Replicas:          cfg.Replicas,
+			Retention:         jetstream.LimitsPolicy,
+			Discard:           jetstream.DiscardOld,
+			MaxAge:            cfg.MaxAge,
+			MaxBytes:          cfg.MaxBytes,
+			MaxMsgs:           -1,
+			MaxMsgsPerSubject: cfg.MaxPerKind,
+			MaxMsgSize:        4 << 10,
+			DenyDelete:        true,
+			DenyPurge:         true,
+		})
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open significant-event log %s: %w", cfg.Stream, err)

@@ -276,10 +276,29 @@ func tresorStreamConfig(name, subjects string, replicas int, duplicates time.Dur
 	}
 }
 
+// ensureStream creates the stream or binds to it. A writer's store tries
+// again while the server cannot answer yet (openPatiently: a cluster
+// restarting elects its meta leader and the stream's seconds apart); a
+// stream whose configuration could lose events, or a reader's, fails at
+// the first answer.
 func (s *NATSStore) ensureStream(ctx context.Context) (jetstream.Stream, error) {
+	if s.cfg.ReadOnly {
+		ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
+		defer cancel()
+		return s.ensureStreamOnce(ctx)
+	}
+	return openPatiently(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+		st, err := s.ensureStreamOnce(ctx)
+		if ue := (*UnsafeStreamError)(nil); errors.As(err, &ue) {
+			return nil, finalError{err}
+		}
+		return st, err
+	})
+}
+
+// ensureStreamOnce is one try of ensureStream, bounded by ctx.
+func (s *NATSStore) ensureStreamOnce(ctx context.Context) (jetstream.Stream, error) {
 	want := s.streamConfig()
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.RequestTimeout)
-	defer cancel()
 	st, err := s.js.Stream(ctx, want.Name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) && s.cfg.ReadOnly {
 		return nil, fmt.Errorf("look up stream %s: not found, and a read-only store creates nothing: %w", want.Name, err)

@@ -443,3 +443,29 @@ func TestServeLeavesAHungNATSNode(t *testing.T) {
 		t.Fatalf("balance %v after deposits of 20, 1 and 2: want 23.00", acct["balance"])
 	}
 }
+
+// TestServeWaitsForARestartingCluster starts `tresor serve` while two NATS
+// nodes of three are down, as a node started with its cluster (a machine
+// room's power back, every unit at once) meets it: no quorum, no leader
+// yet. The serve waits instead of exiting within its first request
+// timeout, and is ready, taking deposits, once the nodes are back.
+func TestServeWaitsForARestartingCluster(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	data := t.TempDir()
+	c, _ := clusterKeys(t, data)
+	c.Stop(1)
+	c.Stop(2)
+	// back after two request timeouts of a cluster node: before, serve
+	// exited on the first ("create or look up stream TRESOR: context
+	// deadline exceeded")
+	back := c.StartAfter(t, 4*time.Second, 1, 2)
+	s := startListening(t, data, "--nats", c.URLs(), "--replicas", "3")
+	back()
+	s.waitReady(60 * time.Second)
+	op, _ := s.fundedPlayer()
+	if acct := s.must(200, call{"POST", "/v1/players/p-42/deposits", op, "after", `{"amount":"2.00"}`}); acct["balance_after"] != "22.00" {
+		t.Fatalf("deposit once the cluster is back: %v", acct)
+	}
+}

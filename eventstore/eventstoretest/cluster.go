@@ -88,6 +88,29 @@ func (c *Cluster) start(i int) error {
 	return nil
 }
 
+// StartAfter starts nodes after d, in the background, so that the test
+// can meanwhile start what must wait for them; the function it returns
+// waits until they have started and fails the test if one could not.
+func (c *Cluster) StartAfter(tb testing.TB, d time.Duration, nodes ...int) (wait func()) {
+	done := make(chan error, 1)
+	go func() {
+		time.Sleep(d)
+		for _, i := range nodes {
+			if err := c.start(i); err != nil {
+				done <- err
+				return
+			}
+		}
+		done <- nil
+	}()
+	return func() {
+		tb.Helper()
+		if err := <-done; err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
 // startNodes starts every node, stopping at the first that fails.
 func (c *Cluster) startNodes() error {
 	for i := range c.Nodes {

@@ -1,0 +1,53 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"time"
+)
+
+// finalError is an error on which openPatiently gives up at once: the
+// server answered, and trying again cannot change the answer.
+type finalError struct{ error }
+
+func (e finalError) Unwrap() error { return e.error }
+
+// Bounds of openPatiently.
+const (
+	// openPatience bounds the whole wait for a stream or a bucket.
+	openPatience = 30 * time.Second
+	// openAttempt bounds one try: a request that reached a server in the
+	// middle of an election is answered by nobody, and waiting a whole
+	// request timeout for it would leave a try or two in openPatience.
+	openAttempt = 5 * time.Second
+)
+
+// openPatiently calls open, each call bounded by openAttempt, until it
+// succeeds, returns a finalError, ctx ends or openPatience has passed, and
+// returns the last call's error. A cluster just started, or restarted,
+// elects the leaders of its assets one after another: the meta leader,
+// then each stream's and each bucket's, seconds apart, and a bucket's
+// stream may answer well after the event stream does. Without it, every
+// node started on a restarting cluster exited on "context deadline
+// exceeded" within its first request timeout (2 s), and again at each
+// restart by its supervisor until the elections were over.
+func openPatiently[T any](ctx context.Context, open func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(ctx, openPatience)
+	defer cancel()
+	for {
+		attempt, done := context.WithTimeout(ctx, openAttempt)
+		v, err := open(attempt)
+		done()
+		if fe := (finalError{}); errors.As(err, &fe) {
+			return v, fe.error
+		}
+		if err == nil {
+			return v, nil
+		}
+		select {
+		case <-ctx.Done():
+			return v, err
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
