@@ -129,13 +129,8 @@ func TestReadOnlyCommandHoldsAFreeDataDirectory(t *testing.T) {
 // line and creates nothing there: no second, empty ledger taking deposits
 // beside the cluster's. The node itself goes on.
 func TestAClusterNodesDirectoryRefusesTheEmbeddedLedger(t *testing.T) {
-	nats, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: t.TempDir(), ListenAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
 	data := externalKeys(t)
-	s := startServe(t, data, "--nats", nats.ClientURL(), "--node-name", "n1")
+	s := startServe(t, data, "--nats", externalNATS(t), "--node-name", "n1")
 	if mark := string(mustRead(t, filepath.Join(data, "cluster-node"))); !strings.Contains(mark, "n1, a node of a NATS cluster") {
 		t.Fatalf("the mark names no node: %q", mark)
 	}

@@ -176,6 +176,18 @@ func externalKeys(t *testing.T) string {
 	return data
 }
 
+// externalNATS runs a nats-server of its own for a test's `serve --nats`,
+// stopped at cleanup, and returns its URL.
+func externalNATS(tb testing.TB) string {
+	tb.Helper()
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: tb.TempDir(), ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.Shutdown)
+	return srv.ClientURL()
+}
+
 // eventually polls ok until it holds or the timeout passes.
 func eventually(tb testing.TB, timeout time.Duration, ok func() bool) {
 	tb.Helper()

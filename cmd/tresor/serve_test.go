@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
 	"github.com/jackc/pgx/v5"
 )
@@ -547,15 +546,11 @@ func drivePlays(b *testing.B, prefix string, nodes ...*server) {
 // is on the one chain; neither exits. (A writer that lost its lease and
 // still appends is fenced and steps down: cluster's tests.)
 func TestASecondServeOnAStreamIsAStandby(t *testing.T) {
-	nats, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: t.TempDir(), ListenAddr: "127.0.0.1:0"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
+	nats := externalNATS(t)
 	// an external stream brings its own keys: both nodes share them
 	data := externalKeys(t)
-	first := startServe(t, data, "--nats", nats.ClientURL(), "--node-name", "first")
-	second := startServe(t, data, "--nats", nats.ClientURL(), "--node-name", "second")
+	first := startServe(t, data, "--nats", nats, "--node-name", "first")
+	second := startServe(t, data, "--nats", nats, "--node-name", "second")
 	role := func(s *server) (string, any) {
 		c, _ := s.must(200, call{"GET", "/v1/health", "", "", ""})["cluster"].(map[string]any)
 		return fmt.Sprint(c["role"]), c["lease_holder"]
