@@ -230,6 +230,11 @@ func (c *Config) validateStore() error {
 	if c.Replicas != 1 && c.Replicas != 3 && c.Replicas != 5 {
 		return usagef("--replicas %d: want 1, 3 or 5", c.Replicas)
 	}
+	if c.Replicas != 1 && c.NATSURL == "" {
+		// The server would refuse the stream; said here at once, where
+		// the opening would try again for its 30 s first.
+		return usagef("--replicas %d: the embedded server is one node: want 1, or a cluster's URLs with --nats", c.Replicas)
+	}
 	if c.SyncInterval < 0 {
 		return usagef("--sync-interval %s: negative", c.SyncInterval)
 	}

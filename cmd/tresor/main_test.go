@@ -129,6 +129,8 @@ func TestBadInputExitsWithStatus2AndOneLine(t *testing.T) {
 		{"rules", "--no-such-flag"},
 		{"simulate", "--pipeline-depth", "17"},
 		{"simulate", "--replicas", "3", "--pipeline-depth", "2"},
+		{"simulate", "--replicas", "3"}, // embedded: one node
+		{"serve", "--replicas", "3", "--data", filepath.Join(t.TempDir(), "none")},
 		{"simulate", "--batch-events", "3001"},
 		{"simulate", "--batch-events", "1"},
 	} {
