@@ -90,7 +90,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	// directory, and a second serve refused there must touch nothing else.
 	st, err := openStream(ctx, cfg)
 	if err != nil {
-		return err
+		return startFailed(ctx, err)
 	}
 	defer st.Close()
 	st.logger = log
@@ -102,12 +102,12 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	}
 	store, err := openProjections(ctx, cfg, rules)
 	if err != nil {
-		return err
+		return startFailed(ctx, err)
 	}
 	defer store.Close()
 	snaps, err := st.openSnapshots(ctx, cfg)
 	if err != nil {
-		return err
+		return startFailed(ctx, err)
 	}
 	psnap := newProjectionSnapshots(snaps, store, rules, cfg, log)
 	ln, err := net.Listen("tcp", cfg.HTTP)
@@ -123,7 +123,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge})
 	if err != nil {
 		ln.Close()
-		return err
+		return startFailed(ctx, err)
 	}
 	significant := api.NewSignificant(significantStore{sigLog}, log)
 	sigCtx, stopSignificant := context.WithCancel(context.WithoutCancel(ctx))
@@ -187,10 +187,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if err != nil {
 		shutdownHTTP(srv, served)
 		stopRunner(false)
-		if ctx.Err() != nil {
-			return nil // stopped while starting: nothing was written
-		}
-		return err
+		return startFailed(ctx, err)
 	}
 	gate.open(w)
 	rd.target.Store(w.LastSeq())
@@ -224,7 +221,7 @@ func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, s
 	if err != nil {
 		shutdownHTTP(srv, served)
 		stopRunner(false)
-		return err
+		return startFailed(ctx, err)
 	}
 	gate.open(node)
 	rd.node = node
@@ -242,6 +239,17 @@ func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, s
 	stopNode()
 	<-nodeDone
 	return stopped(ctx, log, st, store, stopRunner, failed)
+}
+
+// startFailed is what serve returns when a step of its start failed with
+// err: nothing once ctx has ended (a SIGTERM while it waited for its stream,
+// or for a restarting cluster's leaders: it has written nothing, and a
+// supervisor stopping it should not read a failure), else err.
+func startFailed(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return nil
+	}
+	return err
 }
 
 // awaitStop waits for the first reason to stop: the HTTP server or the

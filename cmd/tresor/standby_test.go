@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -467,5 +469,42 @@ func TestServeWaitsForARestartingCluster(t *testing.T) {
 	op, _ := s.fundedPlayer()
 	if acct := s.must(200, call{"POST", "/v1/players/p-42/deposits", op, "after", `{"amount":"2.00"}`}); acct["balance_after"] != "22.00" {
 		t.Fatalf("deposit once the cluster is back: %v", acct)
+	}
+}
+
+// TestServeStoppedWhileWaitingForItsClusterExitsCleanly sends SIGTERM to a
+// `tresor serve` waiting for a cluster with two nodes of three down: it
+// has written nothing, and stops at once with status 0, as a supervisor
+// stopping it expects (it exited 1 on "context canceled").
+func TestServeStoppedWhileWaitingForItsClusterExitsCleanly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	data := t.TempDir()
+	c, _ := clusterKeys(t, data)
+	c.Stop(1)
+	c.Stop(2)
+	cmd := exec.Command(tresorBin, "serve", "--data", data, "--http", "127.0.0.1:0", "--nats", c.URLs(), "--replicas", "3")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("serve exited before the stop, the cluster without quorum: %v\n%s", err, &stderr)
+	case <-time.After(3 * time.Second):
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve stopped while waiting for its cluster: %v, want status 0\n%s", err, &stderr)
+		}
+	case <-time.After(10 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("serve still running 10 s after SIGTERM\n%s", &stderr)
 	}
 }
