@@ -173,3 +173,26 @@ func TestSelfExclusionRefusesDepositsNotWithdrawals(t *testing.T) {
 		t.Fatalf("account: %v", acct)
 	}
 }
+
+// TestARefusalDoesNotTakeItsKey: a request refused (4xx) records nothing,
+// its Idempotency-Key included: the same key sent again once the cause is
+// gone takes effect, once, and its retries answer that effect.
+func TestARefusalDoesNotTakeItsKey(t *testing.T) {
+	s := startServe(t, t.TempDir())
+	op := s.token("operator", "")
+	s.problem(404, "not_found", call{"POST", "/v1/players/p1/deposits", op, "d1", `{"amount":"20.00"}`})
+	s.must(200, call{"PUT", "/v1/players/p1", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"100.00"}`})
+	s.problem(422, "insufficient_funds", call{"POST", "/v1/players/p1/withdrawals", op, "w1", `{"amount":"5.00"}`})
+	var last map[string]any
+	for range 2 {
+		if a := s.must(200, call{"POST", "/v1/players/p1/deposits", op, "d1", `{"amount":"20.00"}`}); a["balance_after"] != "20.00" {
+			t.Fatalf("the refused deposit's key, once the account is open: %v", a)
+		}
+		if last = s.must(200, call{"POST", "/v1/players/p1/withdrawals", op, "w1", `{"amount":"5.00"}`}); last["balance_after"] != "15.00" {
+			t.Fatalf("the refused withdrawal's key, once funded: %v", last)
+		}
+	}
+	if acct := s.must(200, call{"GET", fmt.Sprintf("/v1/players/p1/account?min_seq=%.0f", last["seq"]), op, "", ""}); acct["balance"] != "15.00" || acct["deposited"] != "20.00" || acct["withdrawn"] != "5.00" {
+		t.Fatalf("account: %v", acct)
+	}
+}
