@@ -3,6 +3,7 @@ package eventstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -17,9 +18,12 @@ const (
 	// openPatience bounds the whole wait for a stream or a bucket.
 	openPatience = 30 * time.Second
 	// openAttempt bounds one try: a request that reached a server in the
-	// middle of an election is answered by nobody, and waiting a whole
-	// request timeout for it would leave a try or two in openPatience.
-	openAttempt = 5 * time.Second
+	// middle of an election is answered by nobody, and the try after the
+	// election waits for it to time out (with 5 s, a serve whose cluster
+	// got its quorum back 25 s into the wait still gave up: the stream's
+	// leader came 5 to 6 s after the quorum, and the try in flight then
+	// took the rest).
+	openAttempt = 2 * time.Second
 )
 
 // openPatiently calls open, each call bounded by openAttempt, until it
@@ -32,6 +36,7 @@ const (
 // exceeded" within its first request timeout (2 s), and again at each
 // restart by its supervisor until the elections were over.
 func openPatiently[T any](ctx context.Context, open func(context.Context) (T, error)) (T, error) {
+	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, openPatience)
 	defer cancel()
 	for {
@@ -46,6 +51,9 @@ func openPatiently[T any](ctx context.Context, open func(context.Context) (T, er
 		}
 		select {
 		case <-ctx.Done():
+			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				err = fmt.Errorf("%w (tried for %s: is the NATS server up, and has a cluster its quorum?)", err, time.Since(start).Round(time.Second))
+			}
 			return v, err
 		case <-time.After(100 * time.Millisecond):
 		}

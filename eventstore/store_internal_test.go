@@ -53,3 +53,38 @@ func TestWaitForResponderWaitsForTheStreamsAnswer(t *testing.T) {
 		t.Fatalf("an acknowledgement of the probe: want an error, got %v", err)
 	}
 }
+
+// TestOpenPatientlyTriesAgainAndSaysWhy: openPatiently tries again until
+// an open succeeds; gives up at once on a finalError, with its error; and
+// when its time is up returns the last error saying how long it tried and
+// what to check.
+func TestOpenPatientlyTriesAgainAndSaysWhy(t *testing.T) {
+	tries := 0
+	v, err := openPatiently(context.Background(), func(context.Context) (int, error) {
+		if tries++; tries < 3 {
+			return 0, errors.New("no answer")
+		}
+		return 7, nil
+	})
+	if v != 7 || err != nil || tries != 3 {
+		t.Fatalf("got %d, %v after %d tries; want 7 on the third", v, err, tries)
+	}
+	refused := errors.New("refused")
+	tries = 0
+	if _, err := openPatiently(context.Background(), func(context.Context) (int, error) {
+		tries++
+		return 0, finalError{refused}
+	}); err != refused || tries != 1 {
+		t.Fatalf("a final error: %v after %d tries; want it at once", err, tries)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	tries = 0
+	_, err = openPatiently(ctx, func(context.Context) (int, error) {
+		tries++
+		return 0, errors.New("no answer")
+	})
+	if tries < 2 || err == nil || !strings.HasPrefix(err.Error(), "no answer (tried for ") || !strings.Contains(err.Error(), "has a cluster its quorum?") {
+		t.Fatalf("time up: %v after %d tries", err, tries)
+	}
+}
