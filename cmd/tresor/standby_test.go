@@ -446,12 +446,11 @@ func TestServeLeavesAHungNATSNode(t *testing.T) {
 	}
 }
 
-// TestServeWaitsForARestartingCluster starts `tresor serve` while two NATS
-// nodes of three are down, as a node started with its cluster (a machine
-// room's power back, every unit at once) meets it: no quorum, no leader
-// yet. The serve waits instead of exiting within its first request
-// timeout, and is ready, taking deposits, once the nodes are back.
-func TestServeWaitsForARestartingCluster(t *testing.T) {
+// clusterWithoutQuorum starts a three-node cluster, writes the nodes' keys
+// into a data directory and stops two of the nodes, as a cluster still
+// restarting is: no quorum, no leader.
+func clusterWithoutQuorum(t *testing.T) (*eventstoretest.Cluster, string) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("3-node cluster: skipped in -short")
 	}
@@ -459,6 +458,16 @@ func TestServeWaitsForARestartingCluster(t *testing.T) {
 	c, _ := clusterKeys(t, data)
 	c.Stop(1)
 	c.Stop(2)
+	return c, data
+}
+
+// TestServeWaitsForARestartingCluster starts `tresor serve` while two NATS
+// nodes of three are down, as a node started with its cluster (a machine
+// room's power back, every unit at once) meets it: no quorum, no leader
+// yet. The serve waits instead of exiting within its first request
+// timeout, and is ready, taking deposits, once the nodes are back.
+func TestServeWaitsForARestartingCluster(t *testing.T) {
+	c, data := clusterWithoutQuorum(t)
 	// back after two request timeouts of a cluster node: before, serve
 	// exited on the first ("create or look up stream TRESOR: context
 	// deadline exceeded")
@@ -477,13 +486,7 @@ func TestServeWaitsForARestartingCluster(t *testing.T) {
 // has written nothing, and stops at once with status 0, as a supervisor
 // stopping it expects (it exited 1 on "context canceled").
 func TestServeStoppedWhileWaitingForItsClusterExitsCleanly(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster: skipped in -short")
-	}
-	data := t.TempDir()
-	c, _ := clusterKeys(t, data)
-	c.Stop(1)
-	c.Stop(2)
+	c, data := clusterWithoutQuorum(t)
 	cmd := exec.Command(tresorBin, "serve", "--data", data, "--http", "127.0.0.1:0", "--nats", c.URLs(), "--replicas", "3")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
