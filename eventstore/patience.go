@@ -19,10 +19,11 @@ const (
 	openPatience = 30 * time.Second
 	// openAttempt bounds one try: a request that reached a server in the
 	// middle of an election is answered by nobody, and the try after the
-	// election waits for it to time out (with 5 s, a serve whose cluster
-	// got its quorum back 25 s into the wait still gave up: the stream's
-	// leader came 5 to 6 s after the quorum, and the try in flight then
-	// took the rest).
+	// election waits for it to time out. The stream's leader comes 5 to
+	// 6 s after the quorum; with tries of 5 s a serve whose cluster got its
+	// quorum back 20 s into the wait gave up in one run of two, with 2 s it
+	// came up in 3 of 3 (25 s: 1 of 3, the leader elected just after the
+	// wait's end).
 	openAttempt = 2 * time.Second
 )
 
