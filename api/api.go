@@ -175,18 +175,8 @@ type Server struct {
 
 // NewServer builds the API over its dependencies.
 func NewServer(cfg Config) *Server {
-	if cfg.Logger == nil {
-		cfg.Logger = slog.Default()
-	}
-	if cfg.Registry == nil {
-		cfg.Registry = prometheus.NewRegistry()
-	}
-	s := &Server{cfg: cfg, mux: http.NewServeMux()}
-	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tresor_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
-	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tresor_http_request_seconds", Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
-	s.batch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tresor_append_events", Help: "Events appended per command.", Buckets: prometheus.LinearBuckets(1, 1, 8)})
-	s.appendS = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tresor_append_seconds", Help: "Time from command to durable append.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
-	cfg.Registry.MustRegister(s.requests, s.latency, s.batch, s.appendS)
+	s := newServer(cfg)
+	cfg = s.cfg
 	if sig := cfg.Significant; sig != nil {
 		cfg.Registry.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_significant_events_total", Help: "Significant events stored (failed authentications, refused role checks)."},
@@ -239,16 +229,58 @@ func NewServer(cfg Config) *Server {
 	s.handlePublic("GET /v1/commitments", s.commitments)
 	s.handlePublic("GET /v1/commitments.ndjson", s.commitmentsFile)
 	s.handlePublic("GET /v1/commitments/{block}", s.commitment)
-	if cfg.Pages != nil {
-		// The pages are static files and templates, not read models: they
-		// are served whatever the readiness, and say "starting" themselves
-		// while the API answers 503.
-		for _, p := range []string{"GET /{$}", "GET /play", "GET /history", "GET /console", "GET /static/"} {
-			s.mux.Handle(p, cfg.Pages)
-		}
-	}
+	s.handlePages()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, &domain.Error{Code: domain.CodeNotFound, Message: "no such endpoint"})
+	})
+	return s
+}
+
+// newServer is a Server with its defaults and its HTTP metrics, and no
+// endpoint yet.
+func newServer(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Registry == nil {
+		cfg.Registry = prometheus.NewRegistry()
+	}
+	s := &Server{cfg: cfg, mux: http.NewServeMux()}
+	s.requests = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "tresor_http_requests_total", Help: "HTTP requests by route and status code."}, []string{"route", "code"})
+	s.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "tresor_http_request_seconds", Help: "HTTP request latency by route.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}, []string{"route"})
+	s.batch = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tresor_append_events", Help: "Events appended per command.", Buckets: prometheus.LinearBuckets(1, 1, 8)})
+	s.appendS = prometheus.NewHistogram(prometheus.HistogramOpts{Name: "tresor_append_seconds", Help: "Time from command to durable append.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)})
+	cfg.Registry.MustRegister(s.requests, s.latency, s.batch, s.appendS)
+	return s
+}
+
+// handlePages serves the pages, if any. They are static files and
+// templates, not read models: they are served whatever the readiness, and
+// say "starting" themselves while the API answers 503.
+func (s *Server) handlePages() {
+	if s.cfg.Pages == nil {
+		return
+	}
+	for _, p := range []string{"GET /{$}", "GET /play", "GET /history", "GET /console", "GET /static/"} {
+		s.mux.Handle(p, s.cfg.Pages)
+	}
+}
+
+// Opening answers for a service whose Server cannot be built yet, its
+// stream, buckets or read models still opening (on a NATS cluster without
+// its quorum, for tens of seconds): health 200 with its readiness
+// "starting", readiness 503 with reason() as its reason, the pages, and
+// every other request 503 unavailable with Retry-After, as a Server answers
+// while it starts, before any authentication, since nothing is read.
+// Without it the port stayed closed meanwhile, and a load balancer's check
+// saw a refused connection rather than a service on its way.
+func Opening(pages http.Handler, reason func() string) http.Handler {
+	s := newServer(Config{Pages: pages, Readiness: func() Readiness { return Readiness{Status: StatusStarting, Reason: reason()} }})
+	s.handle("GET /v1/health", nil, s.health)
+	s.handle("GET /v1/ready", nil, s.ready)
+	s.handlePages()
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		s.problem(w, r, fmt.Errorf("%w: starting: %s", ErrNotReady, reason()))
 	})
 	return s
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -41,6 +42,9 @@ type LeaseConfig struct {
 	// RequestTimeout bounds each call to the server (default TTL/4: a
 	// renewal that hangs longer would no longer be well inside the TTL).
 	RequestTimeout time.Duration
+	// Logger logs the tries at opening the bucket while the server cannot
+	// answer yet (nil: none).
+	Logger *slog.Logger
 }
 
 func (c *LeaseConfig) setDefaults() error {
@@ -114,7 +118,7 @@ func OpenLease(ctx context.Context, nc *nats.Conn, chain string, cfg LeaseConfig
 	// Creating the bucket may wait for a meta leader, and several nodes
 	// starting at once race to create it: look it up, create it when
 	// missing, and try again until one of them has.
-	kv, err := openPatiently(ctx, func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := openPatiently(ctx, cfg.Logger, "lease bucket "+LeaseBucket, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return openLeaseBucket(ctx, js, cfg)
 	})
 	if err != nil {

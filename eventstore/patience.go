@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -29,18 +30,20 @@ const (
 
 // openPatiently calls open, each call bounded by openAttempt, until it
 // succeeds, returns a finalError, ctx ends or openPatience has passed, and
-// returns the last call's error. A cluster just started, or restarted,
+// returns the last call's error. Each failed try is logged on log (nil:
+// none) as a warning naming what is opened: without it a node waiting for
+// its cluster showed nothing for up to 30 s, then only the last error. A cluster just started, or restarted,
 // elects the leaders of its assets one after another: the meta leader,
 // then each stream's and each bucket's, seconds apart, and a bucket's
 // stream may answer well after the event stream does. Without it, every
 // node started on a restarting cluster exited on "context deadline
 // exceeded" within its first request timeout (2 s), and again at each
 // restart by its supervisor until the elections were over.
-func openPatiently[T any](ctx context.Context, open func(context.Context) (T, error)) (T, error) {
+func openPatiently[T any](ctx context.Context, log *slog.Logger, what string, open func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, openPatience)
 	defer cancel()
-	for {
+	for try := 1; ; try++ {
 		attempt, done := context.WithTimeout(ctx, openAttempt)
 		v, err := open(attempt)
 		done()
@@ -49,6 +52,9 @@ func openPatiently[T any](ctx context.Context, open func(context.Context) (T, er
 		}
 		if err == nil {
 			return v, nil
+		}
+		if log != nil && ctx.Err() == nil {
+			log.Warn("not open yet: trying again", "open", what, "try", try, "after", since(start), "for_up_to", openPatience, "err", err)
 		}
 		select {
 		case <-ctx.Done():

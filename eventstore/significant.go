@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -36,6 +37,9 @@ type SignificantConfig struct {
 	MaxPerKind int64
 	// RequestTimeout bounds every request (default 10s).
 	RequestTimeout time.Duration
+	// Logger logs the tries at opening the stream while the server cannot
+	// answer yet (nil: none).
+	Logger *slog.Logger
 }
 
 func (c *SignificantConfig) setDefaults() error {
@@ -100,7 +104,7 @@ func OpenSignificantLog(ctx context.Context, nc *nats.Conn, cfg SignificantConfi
 	}
 	// A cluster restarting answers once it has elected the stream's
 	// leader: try again meanwhile, as for the event stream.
-	st, err := openPatiently(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+	st, err := openPatiently(ctx, cfg.Logger, "significant-event log "+cfg.Stream, func(ctx context.Context) (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:              cfg.Stream,
 			Description:       "Tresor significant events: failed authentications and refused role checks (bounded; not the event log)",

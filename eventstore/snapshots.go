@@ -97,7 +97,8 @@ type SnapshotConfig struct {
 	ChunkBytes int
 	// Logger, when set, logs each phase of a load with its duration: the
 	// bucket opened, the newest snapshot found, its manifest read, its head
-	// checked against the stream, each section fetched (bytes, MB/s).
+	// checked against the stream, each section fetched (bytes, MB/s); and
+	// the tries at opening the bucket while the server cannot answer yet.
 	// The first section's lines are at Info (a start waits for them),
 	// the other sections' at Debug (they load after the start).
 	Logger *slog.Logger
@@ -154,7 +155,7 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	started := time.Now()
-	snaps, err := openPatiently(ctx, func(ctx context.Context) (*Snapshots, error) {
+	snaps, err := openPatiently(ctx, cfg.Logger, "snapshot bucket "+cfg.Bucket, func(ctx context.Context) (*Snapshots, error) {
 		os, stream, err := s.openSnapshotBucket(ctx, cfg)
 		if err != nil {
 			return nil, err

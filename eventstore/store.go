@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"time"
@@ -172,6 +173,9 @@ type Config struct {
 	// and audits use, and all that a regulator's NATS user may do
 	// (docs/export.md lists its permissions).
 	ReadOnly bool
+	// Logger logs a writer's tries at opening its stream while the server
+	// cannot answer yet (nil: none).
+	Logger *slog.Logger
 }
 
 func (c *Config) setDefaults() error {
@@ -287,7 +291,7 @@ func (s *NATSStore) ensureStream(ctx context.Context) (jetstream.Stream, error) 
 		defer cancel()
 		return s.ensureStreamOnce(ctx)
 	}
-	return openPatiently(ctx, func(ctx context.Context) (jetstream.Stream, error) {
+	return openPatiently(ctx, s.cfg.Logger, "stream "+s.cfg.Stream, func(ctx context.Context) (jetstream.Stream, error) {
 		st, err := s.ensureStreamOnce(ctx)
 		if ue := (*UnsafeStreamError)(nil); errors.As(err, &ue) {
 			return nil, finalError{err}

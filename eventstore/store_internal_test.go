@@ -1,8 +1,10 @@
 package eventstore
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -55,12 +57,14 @@ func TestWaitForResponderWaitsForTheStreamsAnswer(t *testing.T) {
 }
 
 // TestOpenPatientlyTriesAgainAndSaysWhy: openPatiently tries again until
-// an open succeeds; gives up at once on a finalError, with its error; and
-// when its time is up returns the last error saying how long it tried and
-// what to check.
+// an open succeeds, logging each failed try with what it opens; gives up at
+// once on a finalError, with its error; and when its time is up returns the
+// last error saying how long it tried and what to check.
 func TestOpenPatientlyTriesAgainAndSaysWhy(t *testing.T) {
+	var logged bytes.Buffer
+	log := slog.New(slog.NewTextHandler(&logged, nil))
 	tries := 0
-	v, err := openPatiently(context.Background(), func(context.Context) (int, error) {
+	v, err := openPatiently(context.Background(), log, "stream T", func(context.Context) (int, error) {
 		if tries++; tries < 3 {
 			return 0, errors.New("no answer")
 		}
@@ -69,9 +73,13 @@ func TestOpenPatientlyTriesAgainAndSaysWhy(t *testing.T) {
 	if v != 7 || err != nil || tries != 3 {
 		t.Fatalf("got %d, %v after %d tries; want 7 on the third", v, err, tries)
 	}
+	lines := strings.Split(strings.TrimSpace(logged.String()), "\n")
+	if len(lines) != 2 || !strings.Contains(lines[1], `level=WARN msg="not open yet: trying again" open="stream T" try=2`) || !strings.Contains(lines[1], `err="no answer"`) {
+		t.Fatalf("the two failed tries logged as:\n%s", logged.String())
+	}
 	refused := errors.New("refused")
 	tries = 0
-	if _, err := openPatiently(context.Background(), func(context.Context) (int, error) {
+	if _, err := openPatiently(context.Background(), nil, "stream T", func(context.Context) (int, error) {
 		tries++
 		return 0, finalError{refused}
 	}); err != refused || tries != 1 {
@@ -80,7 +88,7 @@ func TestOpenPatientlyTriesAgainAndSaysWhy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	tries = 0
-	_, err = openPatiently(ctx, func(context.Context) (int, error) {
+	_, err = openPatiently(ctx, nil, "stream T", func(context.Context) (int, error) {
 		tries++
 		return 0, errors.New("no answer")
 	})

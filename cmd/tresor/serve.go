@@ -2,11 +2,8 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -71,7 +68,9 @@ func init() {
 //
 // It listens before the writer has rebuilt its state, so that health and
 // readiness answer during a long replay: every other endpoint answers 503
-// unavailable until the service is ready (see readiness).
+// unavailable until the service is ready (see readiness). On a cluster it
+// listens before it opens anything (api.Opening meanwhile): each open may
+// wait for the cluster's quorum.
 func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	started := time.Now()
 	tokens, err := cfg.tokens(cfg.NATSURL == "")
@@ -86,43 +85,62 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	// The stream first: on the embedded default it locks the data
-	// directory, and a second serve refused there must touch nothing else.
-	st, err := openStream(ctx, cfg)
+	// step is what the start is opening, the reason api.Opening gives.
+	var step atomic.Pointer[string]
+	opening := func(what string) { step.Store(&what) }
+	opening("the event stream")
+	var fr *front
+	defer func() {
+		if fr != nil {
+			fr.shutdown()
+		}
+	}()
+	startListening := func() error {
+		fr, err = listen(cfg, log, api.Opening(pages, func() string { return "opening " + *step.Load() }))
+		return err
+	}
+	// The stream first on the embedded default: it locks the data
+	// directory, and a second serve refused there must touch nothing else,
+	// its port included. On a cluster the port first.
+	if cfg.NATSURL != "" {
+		if err := startListening(); err != nil {
+			return err
+		}
+	}
+	st, err := openStream(ctx, cfg, log)
 	if err != nil {
 		return startFailed(ctx, err)
 	}
 	defer st.Close()
-	st.logger = log
 	log.Info("stream opened", "after", time.Since(started).Round(time.Millisecond))
-	if cfg.NATSURL != "" {
-		if err := markClusterNode(cfg.Data, cfg.NodeName); err != nil {
+	if cfg.NATSURL == "" {
+		if err := startListening(); err != nil {
 			return err
 		}
+	} else if err := markClusterNode(cfg.Data, cfg.NodeName); err != nil {
+		return err
 	}
+	opening("the read models")
 	store, err := openProjections(ctx, cfg, rules)
 	if err != nil {
 		return startFailed(ctx, err)
 	}
 	defer store.Close()
+	opening("the snapshot bucket")
 	snaps, err := st.openSnapshots(ctx, cfg)
 	if err != nil {
 		return startFailed(ctx, err)
 	}
 	psnap := newProjectionSnapshots(snaps, store, rules, cfg, log)
-	ln, err := net.Listen("tcp", cfg.HTTP)
-	if err != nil {
-		return fmt.Errorf("--http %s: %w", cfg.HTTP, err)
-	}
 	gate := &writerGate{}
 	runner := projections.NewRunner(eventSource{store: st.store, log: log}, store)
 	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn()}
 	if psnap != nil {
 		rd.rebuilding = psnap.store.Rebuilding
 	}
-	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge})
+	opening("the significant-event log")
+	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge, Logger: log})
 	if err != nil {
-		ln.Close()
 		return startFailed(ctx, err)
 	}
 	significant := api.NewSignificant(significantStore{sigLog}, log)
@@ -136,18 +154,8 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		stopSignificant()
 		<-sigDone
 	}()
-	srv := &http.Server{
-		Handler: api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log, Pages: pages,
-			Significant: significant, Rules: rules, Clustered: cfg.NATSURL != "", RatePerSecond: cfg.TokenRate, RateBurst: cfg.TokenBurst}),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      api.RequestTimeout + 5*time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    16 << 10,
-	}
-	log.Info("listening on " + ln.Addr().String())
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	fr.handle(api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log, Pages: pages,
+		Significant: significant, Rules: rules, Clustered: cfg.NATSURL != "", RatePerSecond: cfg.TokenRate, RateBurst: cfg.TokenBurst}))
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	runDone := make(chan error, 1)
 	snapDone := make(chan struct{})
@@ -181,11 +189,11 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	}
 
 	if cfg.NATSURL != "" {
-		return serveNode(ctx, cfg, log, st, store, srv, served, gate, rd, runDone, stopRunner, started)
+		return serveNode(ctx, cfg, log, st, store, fr, gate, rd, runDone, stopRunner, started)
 	}
 	w, err := st.openWriter(ctx, cfg)
 	if err != nil {
-		shutdownHTTP(srv, served)
+		fr.shutdown()
 		stopRunner(false)
 		return startFailed(ctx, err)
 	}
@@ -197,7 +205,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	// A stopped writer was fenced by another or cut off from the stream:
 	// every write would now fail. Exit, so that the supervisor restarts
 	// Tresor and the new writer rebuilds its state from the stream.
-	failed := awaitStop(ctx, log, srv, served, runDone, w.Done(), w.Err)
+	failed := awaitStop(ctx, log, fr, runDone, w.Done(), w.Err)
 	w.Close()
 	if err := st.closeLog(); err != nil && failed == nil && w.Err() == nil {
 		failed = fmt.Errorf("close the event log: %w", err)
@@ -210,7 +218,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 // decides; a lost lease, a fenced writer or a lost NATS node sends it back
 // to standby, never out of the process. A graceful stop commits what the
 // writer was given, seals and releases the lease at once.
-func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, store projections.Store, srv *http.Server, served chan error,
+func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, store projections.Store, fr *front,
 	gate *writerGate, rd *readiness, runDone chan error, stopRunner func(clean bool), started time.Time) error {
 	node, err := st.openNode(ctx, cfg, log)
 	if err == nil {
@@ -219,7 +227,7 @@ func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, s
 		rd.target.Store(head)
 	}
 	if err != nil {
-		shutdownHTTP(srv, served)
+		fr.shutdown()
 		stopRunner(false)
 		return startFailed(ctx, err)
 	}
@@ -235,7 +243,7 @@ func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, s
 	log.Info("node started", "node", cfg.NodeName, "stream_head", rd.target.Load())
 
 	// A node's writer never stops the process (nil: no such case).
-	failed := awaitStop(ctx, log, srv, served, runDone, nil, nil)
+	failed := awaitStop(ctx, log, fr, runDone, nil, nil)
 	stopNode()
 	<-nodeDone
 	return stopped(ctx, log, st, store, stopRunner, failed)
@@ -256,12 +264,12 @@ func startFailed(ctx context.Context, err error) error {
 // projections failing, the writer stopping (writerDone, nil for none), or
 // ctx; then it shuts the HTTP server down. It returns what failed, nil for a
 // requested stop.
-func awaitStop(ctx context.Context, log *slog.Logger, srv *http.Server, served chan error, runDone chan error,
+func awaitStop(ctx context.Context, log *slog.Logger, fr *front, runDone chan error,
 	writerDone <-chan struct{}, writerErr func() error) error {
 	var failed error
 	select {
-	case err := <-served:
-		failed = fmt.Errorf("http server: %w", err)
+	case <-fr.served:
+		failed = fr.failed()
 	case err := <-runDone:
 		runDone <- err
 		failed = fmt.Errorf("projections: %w", err)
@@ -271,7 +279,7 @@ func awaitStop(ctx context.Context, log *slog.Logger, srv *http.Server, served c
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")
-	if err := shutdownHTTP(srv, served); err != nil && failed == nil {
+	if err := fr.shutdown(); err != nil && failed == nil {
 		failed = err
 	}
 	return failed
@@ -306,20 +314,6 @@ func (s significantStore) Read(ctx context.Context, after uint64, since time.Tim
 		out[i] = api.StoredEntry{Seq: e.Seq, At: e.At, Kind: e.Kind, Data: e.Data}
 	}
 	return out, err
-}
-
-// shutdownHTTP stops accepting requests and waits, bounded, for those in
-// flight.
-func shutdownHTTP(srv *http.Server, served <-chan error) error {
-	sctx, cancel := context.WithTimeout(context.Background(), shutdownMax)
-	defer cancel()
-	if err := srv.Shutdown(sctx); err != nil {
-		return fmt.Errorf("http shutdown: %w", err)
-	}
-	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-		return fmt.Errorf("http server: %w", err)
-	}
-	return nil
 }
 
 // catchUp waits, bounded by projections.WaitMax, until the projections have

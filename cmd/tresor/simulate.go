@@ -249,7 +249,7 @@ type blockLine struct {
 
 // simulate runs the plays and builds the report.
 func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateOptions, progress io.Writer) (*simulateReport, error) {
-	st, err := openStream(ctx, cfg)
+	st, err := openStream(ctx, cfg, nil)
 	if err != nil {
 		return nil, err
 	}

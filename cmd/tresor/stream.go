@@ -36,13 +36,14 @@ type stream struct {
 }
 
 // openStream starts the embedded nats-server on cfg.Data (or connects to
-// cfg.NATSURL) and opens or verifies Tresor's stream.
-func openStream(ctx context.Context, cfg *Config) (*stream, error) {
+// cfg.NATSURL) and opens or verifies Tresor's stream; log (nil: none) gets
+// its tries while a cluster cannot answer yet, and the stream's lines.
+func openStream(ctx context.Context, cfg *Config, log *slog.Logger) (*stream, error) {
 	reg, err := settlement.NewRegistry()
 	if err != nil {
 		return nil, err
 	}
-	scfg := eventstore.Config{Registry: reg, Replicas: cfg.Replicas}
+	scfg := eventstore.Config{Registry: reg, Replicas: cfg.Replicas, Logger: log}
 	var opts []nats.Option
 	if cfg.NATSURL != "" {
 		scfg.RequestTimeout = clusterRequestTimeout
@@ -51,7 +52,12 @@ func openStream(ctx context.Context, cfg *Config) (*stream, error) {
 		// have taken the chain over.
 		opts = append(opts, nats.ReconnectBufSize(-1))
 	}
-	return connectStream(ctx, cfg, scfg, opts...)
+	st, err := connectStream(ctx, cfg, scfg, opts...)
+	if err != nil {
+		return nil, err
+	}
+	st.logger = log
+	return st, nil
 }
 
 // openStreamReadOnly opens an existing stream to read it as stored (no
@@ -218,7 +224,7 @@ func (s *stream) openNode(ctx context.Context, cfg *Config, log *slog.Logger) (*
 		return nil, err
 	}
 	lease, err := eventstore.OpenLease(ctx, s.store.Conn(), settlement.Chain,
-		eventstore.LeaseConfig{Holder: cfg.NodeName, TTL: cfg.LeaseTTL, Replicas: cfg.Replicas})
+		eventstore.LeaseConfig{Holder: cfg.NodeName, TTL: cfg.LeaseTTL, Replicas: cfg.Replicas, Logger: log})
 	if err != nil {
 		return nil, err
 	}
