@@ -74,6 +74,11 @@ type Node struct {
 	writer   *settlement.Writer
 	follower *follower
 	lease    eventstore.LeaseInfo
+	// leaseSeen is when this node last saw the lease written: a watch's
+	// update, a read of a revision it had not read (leaseRev), its own
+	// acquisition or renewal; zero before the first.
+	leaseSeen time.Time
+	leaseRev  uint64
 	// leaseMoved is closed when lease changes (and replaced): forwarded
 	// commands in flight then give up (see forward).
 	leaseMoved chan struct{}
@@ -178,18 +183,32 @@ func (n *Node) LastSeq() uint64 {
 	return raise(&n.lastSeq, seq)
 }
 
-// Ready reports whether the node can take commands now: it is the writer,
-// or a writer holds the lease.
-func (n *Node) Ready() bool {
-	s := n.Status()
-	return s.Role == RoleWriter || s.Holder != ""
-}
+// leaseUnseenTTLs is how many lease TTLs a standby goes without seeing the
+// lease written before it no longer says a writer holds it. A holder
+// renews it every quarter TTL and a standby reads it every half TTL; in a
+// NATS cluster that lost its quorum the reads still succeed (a replica
+// answers, as of before the loss) but nothing is written, and the standby
+// kept naming the last holder, its readiness 200 for the whole outage while
+// every command it forwarded answered 503.
+const leaseUnseenTTLs = 2
 
-// Err says why the node cannot take commands now (ErrNoWriter while
-// nobody holds the lease), nil when it can.
+// Ready reports whether the node can take commands now (Err is nil).
+func (n *Node) Ready() bool { return n.Err() == nil }
+
+// Err says why the node cannot take commands now, nil when it can: it is
+// the writer, or a writer holds the lease, renewed within leaseUnseenTTLs
+// TTLs as far as this node has seen. ErrNoWriter while nobody holds it.
 func (n *Node) Err() error {
-	if !n.Ready() {
+	n.mu.Lock()
+	writer, holder, seen := n.writer != nil, n.lease.Holder, n.leaseSeen
+	n.mu.Unlock()
+	switch unseen := time.Since(seen); {
+	case writer:
+		return nil
+	case holder == "":
 		return ErrNoWriter
+	case unseen > leaseUnseenTTLs*n.cfg.Lease.TTL():
+		return fmt.Errorf("%w: the writer lease of %s has not been seen renewed for %s (is the NATS cluster up, with its quorum?)", api.ErrNotReady, holder, unseen.Round(time.Second))
 	}
 	return nil
 }
@@ -264,8 +283,13 @@ func (n *Node) Run(ctx context.Context) error {
 			// a watch can stall without closing after a NATS leader
 			// change, and the forwarded commands need the current term.
 			n.readHead(ctx)
-			if info, err := n.cfg.Lease.Info(ctx); err == nil {
-				n.setLease(info)
+			if info, rev, err := n.cfg.Lease.Read(ctx); err == nil {
+				n.mu.Lock()
+				n.moveLease(info)
+				if rev != n.leaseRev {
+					n.leaseRev, n.leaseSeen = rev, time.Now()
+				}
+				n.mu.Unlock()
 				if info.Holder != "" {
 					continue
 				}
@@ -285,10 +309,13 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 }
 
+// setLease records the lease as a watch's update, or a first read, told
+// it now.
 func (n *Node) setLease(info eventstore.LeaseInfo) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.moveLease(info)
+	n.leaseSeen = time.Now()
 }
 
 // moveLease records the lease as seen now and, when it moved away from a
@@ -327,6 +354,7 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 	n.mu.Lock()
 	n.takeovers++
 	n.moveLease(eventstore.LeaseInfo{Holder: n.cfg.Lease.Holder(), Term: term})
+	n.leaseSeen = time.Now()
 	n.mu.Unlock()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -408,7 +436,11 @@ func (n *Node) renew(ctx context.Context, lost chan<- error) {
 		}
 		if err != nil {
 			n.cfg.Logger.Warn("renew the writer lease; retrying", "err", err)
+			continue
 		}
+		n.mu.Lock()
+		n.leaseSeen = time.Now()
+		n.mu.Unlock()
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -263,4 +264,42 @@ func TestForwardGivesUpWhenTheLeaseMoves(t *testing.T) {
 	if _, err := deposit(ctx, b, "p1", 100, "retry"); err != nil {
 		t.Fatalf("the retry on the new writer: %v", err)
 	}
+}
+
+// TestAStandbyThatCannotSeeTheLeaseRenewedSaysSo: a standby reads the
+// lease every half TTL. With two NATS nodes of three stopped (no quorum:
+// nothing is written, and a replica still answers reads as of before), it
+// no longer says that a writer holds the lease once it has gone
+// leaseUnseenTTLs TTLs without seeing it renewed, and says why (before, it
+// named the last holder and stayed ready for the whole outage while every
+// command answered 503); with the nodes back it is ready again and a
+// deposit through it is acknowledged.
+func TestAStandbyThatCannotSeeTheLeaseRenewedSaysSo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	c := eventstoretest.StartCluster(t)
+	a := startNode(t, c, "a")
+	waitRole(t, a, RoleWriter, 20*time.Second)
+	b := startNode(t, c, "b")
+	eventstoretest.Eventually(t, 10*time.Second, b.Err)
+	c.Stop(1)
+	c.Stop(2)
+	lost := time.Now()
+	eventstoretest.Eventually(t, 20*time.Second, func() error {
+		if err := b.Err(); err == nil || !errors.Is(err, api.ErrNotReady) || !strings.Contains(err.Error(), "the writer lease of a has not been seen renewed for") {
+			return fmt.Errorf("the standby %s after the quorum was lost: %v", time.Since(lost).Round(time.Millisecond), err)
+		}
+		return nil
+	})
+	// Seen renewed at most half a TTL before the loss, the lease is
+	// unseen for leaseUnseenTTLs TTLs at least a TTL after it.
+	if took := time.Since(lost); took < a.cfg.Lease.TTL() {
+		t.Fatalf("the standby said the lease unseen %s after the quorum was lost, within a TTL", took)
+	}
+	t.Logf("the standby said so %s after the quorum was lost: %v", time.Since(lost).Round(time.Millisecond), b.Err())
+	c.Start(t, 1)
+	c.Start(t, 2)
+	eventstoretest.Eventually(t, time.Minute, b.Err)
+	firstSuccess(t, b, "back", time.Minute)
 }

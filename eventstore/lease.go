@@ -247,16 +247,27 @@ func (l *Lease) Release(ctx context.Context) error {
 // Info returns the lease as stored: its holder and term, or a zero
 // LeaseInfo when nobody holds it.
 func (l *Lease) Info(ctx context.Context) (LeaseInfo, error) {
+	info, _, err := l.Read(ctx)
+	return info, err
+}
+
+// Read is Info with the revision of the lease's key as read: a holder's
+// every renewal writes a new one, so a revision read unchanged for longer
+// than the TTL is a stale copy (a replica answers reads without its
+// cluster's quorum, as of before it was lost), or a lease nobody renews.
+// The revision is 0 when nobody holds the lease.
+func (l *Lease) Read(ctx context.Context) (LeaseInfo, uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
 	defer cancel()
 	e, err := l.kv.Get(ctx, l.chain)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return LeaseInfo{}, nil
+		return LeaseInfo{}, 0, nil
 	}
 	if err != nil {
-		return LeaseInfo{}, fmt.Errorf("read lease of chain %s: %w", l.chain, err)
+		return LeaseInfo{}, 0, fmt.Errorf("read lease of chain %s: %w", l.chain, err)
 	}
-	return decodeLease(e)
+	info, err := decodeLease(e)
+	return info, e.Revision(), err
 }
 
 // decodeLease reads a stored lease; the term of a fresh acquisition is its
