@@ -92,18 +92,25 @@ func firstSuccess(tb testing.TB, n *testNode, key string, within time.Duration) 
 	return 0, 0
 }
 
-// TestNodeTakeover: the first node becomes the writer, the second stays a
-// standby that forwards; a graceful stop of the writer hands the lease over
-// at once, and when the new writer then loses NATS, the other takes over
-// after the TTL. Every acknowledged deposit is in the balance.
-func TestNodeTakeover(t *testing.T) {
+// writerAndStandby starts a 3-node cluster (skipped in -short), node a
+// on it, once a is the writer node b.
+func writerAndStandby(t *testing.T) (*eventstoretest.Cluster, *testNode, *testNode) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("3-node cluster: skipped in -short")
 	}
 	c := eventstoretest.StartCluster(t)
 	a := startNode(t, c, "a")
 	waitRole(t, a, RoleWriter, 20*time.Second)
-	b := startNode(t, c, "b")
+	return c, a, startNode(t, c, "b")
+}
+
+// TestNodeTakeover: the first node becomes the writer, the second stays a
+// standby that forwards; a graceful stop of the writer hands the lease over
+// at once, and when the new writer then loses NATS, the other takes over
+// after the TTL. Every acknowledged deposit is in the balance.
+func TestNodeTakeover(t *testing.T) {
+	c, a, b := writerAndStandby(t)
 	ctx := eventstoretest.Ctx(t, 2*time.Minute)
 	acked := 0
 	for i := range 5 {
@@ -275,13 +282,7 @@ func TestForwardGivesUpWhenTheLeaseMoves(t *testing.T) {
 // command answered 503); with the nodes back it is ready again and a
 // deposit through it is acknowledged.
 func TestAStandbyThatCannotSeeTheLeaseRenewedSaysSo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster: skipped in -short")
-	}
-	c := eventstoretest.StartCluster(t)
-	a := startNode(t, c, "a")
-	waitRole(t, a, RoleWriter, 20*time.Second)
-	b := startNode(t, c, "b")
+	c, a, b := writerAndStandby(t)
 	eventstoretest.Eventually(t, 10*time.Second, b.Err)
 	c.Stop(1)
 	c.Stop(2)

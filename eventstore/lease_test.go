@@ -3,11 +3,13 @@ package eventstore_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/nats-io/nats.go"
 )
 
 // openLeases opens one lease handle per holder on a fresh embedded server.
@@ -137,4 +139,61 @@ func TestLeaseReleaseKeepsOthers(t *testing.T) {
 	if info, err := b.Info(ctx); err != nil || info.Holder != "b" {
 		t.Fatalf("after a stale release: %+v, %v; want b to hold", info, err)
 	}
+}
+
+// TestANodeNameIsClaimedByOneProcessAtATime: a name claimed and renewed is
+// refused to a second claimant after claimLapseTTLs TTLs, naming who holds
+// it; released, it is claimed at once; its holder cut off from NATS (as
+// killed), it is claimed once the holder's claim has lapsed.
+func TestANodeNameIsClaimedByOneProcessAtATime(t *testing.T) {
+	srv := runEmbedded(t, t.TempDir())
+	conn := func() *nats.Conn {
+		nc, err := srv.Conn()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(nc.Close)
+		return nc
+	}
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	cfg := eventstore.LeaseConfig{TTL: time.Second}
+	first, err := eventstore.ClaimName(ctx, conn(), "node-1", "first", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = eventstore.ClaimName(ctx, conn(), "node-1", "second", cfg)
+	waited := time.Since(start)
+	if !errors.Is(err, eventstore.ErrNameInUse) || !strings.Contains(err.Error(), `node name "node-1" is held by another process (first)`) {
+		t.Fatalf("a second claim of a held name: %v", err)
+	}
+	if waited < 2*time.Second {
+		t.Fatalf("the second claim was refused after %s, before the holder's claim could lapse", waited)
+	}
+	other, err := eventstore.ClaimName(ctx, conn(), "node-2", "other", cfg)
+	if err != nil {
+		t.Fatalf("another name: %v", err)
+	}
+	defer other.Release(ctx)
+
+	if err := first.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Claimed at once: held still, the first's claim would lapse a TTL
+	// after its last renewal.
+	start = time.Now()
+	cut := conn()
+	third, err := eventstore.ClaimName(ctx, cut, "node-1", "third", cfg)
+	if err != nil || time.Since(start) >= cfg.TTL {
+		t.Fatalf("a released name claimed after %s: %v", time.Since(start), err)
+	}
+	defer third.Release(ctx)
+	// third is cut off (its connection closed: its renewals fail, as a
+	// killed process's would stop); its claim lapses after the TTL.
+	cut.Close()
+	fourth, err := eventstore.ClaimName(ctx, conn(), "node-1", "fourth", cfg)
+	if err != nil {
+		t.Fatalf("a name whose holder was cut off: %v", err)
+	}
+	fourth.Release(ctx)
 }

@@ -117,8 +117,16 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		if err := startListening(); err != nil {
 			return err
 		}
-	} else if err := markClusterNode(cfg.Data, cfg.NodeName); err != nil {
-		return err
+	} else {
+		opening("the claim on the node name")
+		claim, err := st.claimNodeName(ctx, cfg, log)
+		if err != nil {
+			return startFailed(ctx, err)
+		}
+		defer claim.Release(context.WithoutCancel(ctx))
+		if err := markClusterNode(cfg.Data, cfg.NodeName); err != nil {
+			return err
+		}
 	}
 	opening("the read models")
 	store, err := openProjections(ctx, cfg, rules)

@@ -511,3 +511,36 @@ func TestServeWaitingForItsClusterSaysSoAndStopsCleanly(t *testing.T) {
 	})
 	s.stop()
 }
+
+// TestASecondServeUnderTheSameNodeNameIsRefused starts `tresor serve` twice
+// with the same --node-name on one cluster, as a unit started twice would:
+// the second is refused, naming the process that holds the name (before,
+// it ran as a second node of that name, health and logs telling of two).
+// Once the first is killed (kill -9: it releases nothing), a serve under
+// the name starts, its claim having lapsed after the lease's TTL.
+func TestASecondServeUnderTheSameNodeNameIsRefused(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	data := t.TempDir()
+	c, _ := clusterKeys(t, data)
+	args := []string{"serve", "--data", data, "--http", "127.0.0.1:0", "--nats", c.URLs(), "--replicas", "3", "--node-name", "node-1"}
+	first := startListening(t, data, args[5:]...)
+	first.waitReady(60 * time.Second)
+	_, stderr, code := runWithin(t, time.Minute, args...)
+	held := fmt.Sprintf(`node name "node-1" is held by another process (pid %d on `, first.cmd.Process.Pid)
+	if code != 1 || !strings.Contains(stderr, held) || !strings.Contains(stderr, "give each node its own --node-name") {
+		t.Fatalf("a second serve as node-1: exit %d\n%s", code, stderr)
+	}
+	if role := first.clusterRole(); role != "writer" {
+		t.Fatalf("the first node-1 after the second was refused: role %q", role)
+	}
+	first.cmd.Process.Kill()
+	<-first.done
+	again := startListening(t, data, args[5:]...)
+	again.waitReady(60 * time.Second)
+	op, _ := again.fundedPlayer()
+	if acct := again.must(200, call{"POST", "/v1/players/p-42/deposits", op, "again", `{"amount":"2.00"}`}); acct["balance_after"] != "22.00" {
+		t.Fatalf("a deposit through node-1 started again: %v", acct)
+	}
+}

@@ -232,6 +232,24 @@ func (s *stream) openNode(ctx context.Context, cfg *Config, log *slog.Logger) (*
 	return cluster.NewNode(cluster.NodeConfig{Store: s.store, Lease: lease, Writer: wcfg, Committer: ccfg, Logger: log})
 }
 
+// claimNodeName claims --node-name on the NATS cluster for this process
+// (eventstore.ClaimName): a second serve started under the same name (a
+// unit started twice, a copied configuration) is refused, naming the
+// process that holds it, instead of running as a second node of that name.
+func (s *stream) claimNodeName(ctx context.Context, cfg *Config, log *slog.Logger) (*eventstore.NameClaim, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "an unknown host"
+	}
+	instance := fmt.Sprintf("pid %d on %s, started %s", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
+	claim, err := eventstore.ClaimName(ctx, s.store.Conn(), cfg.NodeName, instance,
+		eventstore.LeaseConfig{TTL: cfg.LeaseTTL, Replicas: cfg.Replicas, Logger: log})
+	if errors.Is(err, eventstore.ErrNameInUse) {
+		return nil, fmt.Errorf("%w: give each node its own --node-name", err)
+	}
+	return claim, err
+}
+
 // closeLog stops the committer, which commits what was submitted and its
 // closing seal. It is safe to call again (Close does).
 func (s *stream) closeLog() error {
