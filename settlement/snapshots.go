@@ -192,6 +192,7 @@ type snapshotter struct {
 	dataSeq  uint64
 	cfg      Config
 	store    SnapshotStore
+	closing  SnapshotStore
 	interval time.Duration
 	log      *slog.Logger
 
@@ -214,7 +215,7 @@ type snapshotter struct {
 // newSnapshotter follows on from f, or from the snapshot data taken at
 // dataSeq when f is nil; since counts the events replayed after it.
 func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since int) *snapshotter {
-	s := &snapshotter{f: f, data: data, dataSeq: dataSeq, cfg: cfg, store: cfg.Snapshots,
+	s := &snapshotter{f: f, data: data, dataSeq: dataSeq, cfg: cfg, store: cfg.Snapshots, closing: cfg.ClosingSnapshots,
 		interval: cfg.SnapshotInterval, log: cfg.Logger, wake: make(chan struct{}, 1), since: since, taken: time.Now()}
 	s.enc.Pause = s.pace.pause
 	return s
@@ -297,6 +298,9 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 				// The writer has stopped: nobody waits on the cores, and
 				// the close waits for this one.
 				s.enc.Pause = nil
+				if s.closing != nil {
+					s.store = s.closing
+				}
 				s.save()
 			}
 			return

@@ -341,3 +341,42 @@ func TestTheFollowerAppliesTheEventsReplayedAfterItsSnapshot(t *testing.T) {
 		t.Fatal("the writer's state from the follower's snapshot differs from the stream's")
 	}
 }
+
+// saveRecorder is a SnapshotStore that counts its saves and remembers the
+// sequence of the last.
+type saveRecorder struct {
+	SnapshotStore
+	saves atomic.Int32
+	seq   atomic.Uint64
+}
+
+func (r *saveRecorder) Save(ctx context.Context, seq uint64, data []byte) error {
+	r.saves.Add(1)
+	r.seq.Store(seq)
+	return r.SnapshotStore.Save(ctx, seq, data)
+}
+
+// TestTheClosingSnapshotGoesToItsOwnStore: with ClosingSnapshots set (the
+// embedded default's unpaced slot), the snapshot taken as the writer
+// closes is stored there, at the writer's last sequence, and not in
+// Snapshots (the paced slot of the snapshots taken while it runs).
+func TestTheClosingSnapshotGoesToItsOwnStore(t *testing.T) {
+	var running, closing saveRecorder
+	n := startNodeWith(t, t.TempDir(), func(n *node, c *Config) {
+		c.Rules = projectionstest.SmallRules(t)
+		snaps, err := n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		slot := WriterSnapshots(snaps, c.Rules)
+		running.SnapshotStore, closing.SnapshotStore = slot, slot.Paced(-1)
+		c.Snapshots, c.ClosingSnapshots = &running, &closing
+	})
+	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
+	fundedPlayer(t, n.w, "p1", 1000)
+	last := n.w.LastSeq()
+	n.stop()
+	if running.saves.Load() != 0 || closing.saves.Load() != 1 || closing.seq.Load() != last {
+		t.Fatalf("saves while running %d, at the close %d at seq %d; want 0, and 1 at %d", running.saves.Load(), closing.saves.Load(), closing.seq.Load(), last)
+	}
+}

@@ -201,7 +201,14 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 	wcfg := settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter, Settings: &settings.Settings,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval, SnapshotSpans: s.snapshotSpans}
 	if snaps != nil {
-		wcfg.Snapshots = settlement.WriterSnapshots(snaps, rules)
+		slot := settlement.WriterSnapshots(snaps, rules)
+		wcfg.Snapshots = slot
+		if cfg.NATSURL == "" {
+			// The server is this process's, and its writer has stopped
+			// when it closes. A node of a cluster keeps the pace: a
+			// standby may be taking over on the same servers.
+			wcfg.ClosingSnapshots = slot.Paced(-1)
+		}
 	}
 	if s.logger != nil {
 		wcfg.Logger = s.logger
