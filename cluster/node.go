@@ -74,11 +74,13 @@ type Node struct {
 	writer   *settlement.Writer
 	follower *follower
 	lease    eventstore.LeaseInfo
-	// leaseSeen is when this node last saw the lease written: a watch's
-	// update, a read of a revision it had not read (leaseRev), its own
-	// acquisition or renewal; zero before the first.
-	leaseSeen time.Time
+	// leaseRev is the newest revision of the lease's key this node has
+	// read or written (a read of an older or the same revision is a copy
+	// nobody renews, or one behind: noteLease), and leaseSeen when it last
+	// saw the key written: a revision newer than one it had, or its own
+	// write; zero before.
 	leaseRev  uint64
+	leaseSeen time.Time
 	// leaseMoved is closed when lease changes (and replaced): forwarded
 	// commands in flight then give up (see forward).
 	leaseMoved chan struct{}
@@ -140,8 +142,8 @@ func (n *Node) forward(ctx context.Context, cmd domain.Command) (settlement.Resu
 		// A node starting, or one that saw the lease expire: the holder's
 		// term names the subject its commands go to, so read it now rather
 		// than wait for the watch.
-		if info, err := n.cfg.Lease.Info(ctx); err == nil {
-			n.setLease(info)
+		if r, err := n.cfg.Lease.Read(ctx); err == nil {
+			n.noteLease(r)
 		}
 	}
 	n.mu.Lock()
@@ -198,6 +200,8 @@ func (n *Node) Ready() bool { return n.Err() == nil }
 // Err says why the node cannot take commands now, nil when it can: it is
 // the writer, or a writer holds the lease, renewed within leaseUnseenTTLs
 // TTLs as far as this node has seen. ErrNoWriter while nobody holds it.
+// (A lease bucket deleted and created again while the nodes run starts its
+// revisions again: a standby then says the lease unseen until restarted.)
 func (n *Node) Err() error {
 	n.mu.Lock()
 	writer, holder, seen := n.writer != nil, n.lease.Holder, n.leaseSeen
@@ -207,6 +211,11 @@ func (n *Node) Err() error {
 		return nil
 	case holder == "":
 		return ErrNoWriter
+	case seen.IsZero():
+		// One read cannot tell a live lease from a copy nobody renews
+		// (a writer frozen, a cluster without its quorum): the next
+		// renewal, within a quarter TTL, can.
+		return fmt.Errorf("%w: the writer lease of %s has not been seen renewed yet", api.ErrNotReady, holder)
 	case unseen > leaseUnseenTTLs*n.cfg.Lease.TTL():
 		return fmt.Errorf("%w: the writer lease of %s has not been seen renewed for %s (is the NATS cluster up, with its quorum?)", api.ErrNotReady, holder, unseen.Round(time.Second))
 	}
@@ -256,7 +265,7 @@ func (n *Node) Run(ctx context.Context) error {
 	ttl := n.cfg.Lease.TTL()
 	tick := time.NewTicker(ttl / 2)
 	defer tick.Stop()
-	var watch <-chan eventstore.LeaseInfo
+	var watch <-chan eventstore.LeaseRead
 	for {
 		if watch == nil {
 			w, err := n.cfg.Lease.Watch(ctx)
@@ -268,13 +277,13 @@ func (n *Node) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case info, ok := <-watch:
+		case r, ok := <-watch:
 			if !ok {
 				watch = nil
 				continue
 			}
-			n.setLease(info)
-			if info.Holder != "" {
+			n.noteLease(r)
+			if r.Holder != "" {
 				continue
 			}
 		case <-tick.C:
@@ -283,14 +292,9 @@ func (n *Node) Run(ctx context.Context) error {
 			// a watch can stall without closing after a NATS leader
 			// change, and the forwarded commands need the current term.
 			n.readHead(ctx)
-			if info, rev, err := n.cfg.Lease.Read(ctx); err == nil {
-				n.mu.Lock()
-				n.moveLease(info)
-				if rev != n.leaseRev {
-					n.leaseRev, n.leaseSeen = rev, time.Now()
-				}
-				n.mu.Unlock()
-				if info.Holder != "" {
+			if r, err := n.cfg.Lease.Read(ctx); err == nil {
+				n.noteLease(r)
+				if r.Holder != "" {
 					continue
 				}
 			}
@@ -309,12 +313,33 @@ func (n *Node) Run(ctx context.Context) error {
 	}
 }
 
-// setLease records the lease as a watch's update, or a first read, told
-// it now.
-func (n *Node) setLease(info eventstore.LeaseInfo) {
+// noteLease records the lease as read (a watch's update, a read) unless
+// it is no newer than what the node knows: the same revision again is a
+// copy nobody renews, and an older one is behind (the last value of the
+// watch of a writer that has just stepped down, its own last renewal,
+// would make it name itself holder again). The first read only names the
+// holder: the lease is seen renewed once a newer revision comes. An
+// absent key is news at any time: nobody holds the lease.
+func (n *Node) noteLease(r eventstore.LeaseRead) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.moveLease(info)
+	switch {
+	case r.Revision == 0:
+		n.moveLease(eventstore.LeaseInfo{})
+	case r.Revision > n.leaseRev:
+		n.moveLease(r.LeaseInfo)
+		if n.leaseRev == 0 {
+			n.leaseRev = r.Revision
+			return
+		}
+		n.wroteLease(r.Revision)
+	}
+}
+
+// wroteLease records that the lease's key was written at revision rev,
+// which this node has just read or written itself. n.mu is held.
+func (n *Node) wroteLease(rev uint64) {
+	n.leaseRev = max(n.leaseRev, rev)
 	n.leaseSeen = time.Now()
 }
 
@@ -354,7 +379,7 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 	n.mu.Lock()
 	n.takeovers++
 	n.moveLease(eventstore.LeaseInfo{Holder: n.cfg.Lease.Holder(), Term: term})
-	n.leaseSeen = time.Now()
+	n.wroteLease(term)
 	n.mu.Unlock()
 	lctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -439,7 +464,7 @@ func (n *Node) renew(ctx context.Context, lost chan<- error) {
 			continue
 		}
 		n.mu.Lock()
-		n.leaseSeen = time.Now()
+		n.wroteLease(n.cfg.Lease.Revision())
 		n.mu.Unlock()
 	}
 }
@@ -498,15 +523,18 @@ func (n *Node) leaseValid() error {
 // graceful stop commits what it was given, seals, and releases the lease
 // at once.
 func (n *Node) stepDown(ctx context.Context, w *settlement.Writer, elog *settlement.EventLog, svc micro.Service, lost error) {
+	// Nobody holds the lease as far as this node knows, from the moment
+	// it is no longer the writer: its own name as holder would make it
+	// ready, forwarding to a service it no longer runs.
+	n.mu.Lock()
+	n.moveLease(eventstore.LeaseInfo{})
+	n.mu.Unlock()
 	n.closeWriter(w, elog, svc, lost)
 	if lost == nil || !errors.Is(lost, eventstore.ErrLeaseLost) {
 		if err := n.cfg.Lease.Release(context.WithoutCancel(ctx)); err != nil {
 			n.cfg.Logger.Warn("release the writer lease", "err", err)
 		}
 	}
-	n.mu.Lock()
-	n.moveLease(eventstore.LeaseInfo{})
-	n.mu.Unlock()
 }
 
 // closeWriter stops serving and closes the writer and its log; with lost

@@ -80,6 +80,17 @@ type LeaseInfo struct {
 	Term uint64 `json:"term"`
 }
 
+// LeaseRead is the lease as read from the server, with the revision of its
+// key: a holder's every renewal writes a new one, so a standby that reads
+// the same revision again and again reads a copy that nobody renews (a
+// replica answers reads without its cluster's quorum, as of before it was
+// lost), and one that reads an older revision than it has seen reads a
+// copy behind another. Revision is 0 when the key is absent.
+type LeaseRead struct {
+	LeaseInfo
+	Revision uint64
+}
+
 // Lease is one node's handle on the writer lease of a chain, kept in the
 // KV bucket LeaseBucket. Acquire creates the key (compare-and-set on its
 // absence); Renew updates it on the revision last written (compare-and-set
@@ -247,27 +258,31 @@ func (l *Lease) Release(ctx context.Context) error {
 // Info returns the lease as stored: its holder and term, or a zero
 // LeaseInfo when nobody holds it.
 func (l *Lease) Info(ctx context.Context) (LeaseInfo, error) {
-	info, _, err := l.Read(ctx)
-	return info, err
+	r, err := l.Read(ctx)
+	return r.LeaseInfo, err
 }
 
-// Read is Info with the revision of the lease's key as read: a holder's
-// every renewal writes a new one, so a revision read unchanged for longer
-// than the TTL is a stale copy (a replica answers reads without its
-// cluster's quorum, as of before it was lost), or a lease nobody renews.
-// The revision is 0 when nobody holds the lease.
-func (l *Lease) Read(ctx context.Context) (LeaseInfo, uint64, error) {
+// Read is Info with the revision of the lease's key as read.
+func (l *Lease) Read(ctx context.Context) (LeaseRead, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
 	defer cancel()
 	e, err := l.kv.Get(ctx, l.chain)
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-		return LeaseInfo{}, 0, nil
+		return LeaseRead{}, nil
 	}
 	if err != nil {
-		return LeaseInfo{}, 0, fmt.Errorf("read lease of chain %s: %w", l.chain, err)
+		return LeaseRead{}, fmt.Errorf("read lease of chain %s: %w", l.chain, err)
 	}
 	info, err := decodeLease(e)
-	return info, e.Revision(), err
+	return LeaseRead{LeaseInfo: info, Revision: e.Revision()}, err
+}
+
+// Revision returns the revision this handle last wrote (its acquisition
+// or its last renewal), 0 when it holds nothing.
+func (l *Lease) Revision() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rev
 }
 
 // decodeLease reads a stored lease; the term of a fresh acquisition is its
@@ -284,16 +299,17 @@ func decodeLease(e jetstream.KeyValueEntry) (LeaseInfo, error) {
 }
 
 // Watch sends on the returned channel the lease as it changes (a zero
-// LeaseInfo when released or expired), starting with its current state,
-// until ctx ends; the channel then closes. A standby tries to acquire as
-// soon as it sees a zero holder. Changes are coalesced: a slow reader sees
-// the latest. It returns the server's error when the watch cannot start.
-func (l *Lease) Watch(ctx context.Context) (<-chan LeaseInfo, error) {
+// LeaseInfo when released or expired, with the marker's revision),
+// starting with its current state, until ctx ends; the channel then
+// closes. A standby tries to acquire as soon as it sees a zero holder.
+// Changes are coalesced: a slow reader sees the latest. It returns the
+// server's error when the watch cannot start.
+func (l *Lease) Watch(ctx context.Context) (<-chan LeaseRead, error) {
 	w, err := l.kv.Watch(ctx, l.chain)
 	if err != nil {
 		return nil, fmt.Errorf("watch lease of chain %s: %w", l.chain, err)
 	}
-	out := make(chan LeaseInfo, 1)
+	out := make(chan LeaseRead, 1)
 	go func() {
 		defer close(out)
 		defer w.Stop()
@@ -319,7 +335,7 @@ func (l *Lease) Watch(ctx context.Context) (<-chan LeaseInfo, error) {
 				case <-out:
 				default:
 				}
-				out <- info
+				out <- LeaseRead{LeaseInfo: info, Revision: e.Revision()}
 			}
 		}
 	}()

@@ -27,18 +27,25 @@ const claimLapseTTLs = 2
 // chain's lease is by revision, so never two writers), with the health
 // and the logs of one node telling of two.
 type NameClaim struct {
-	name  string
-	lease *Lease
-	log   *slog.Logger
-	stop  chan struct{}
-	done  chan struct{}
+	name     string
+	instance string
+	lease    *Lease
+	log      *slog.Logger
+	stop     chan struct{}
+	done     chan struct{}
+
+	// taken is closed once another process holds the name; takenBy,
+	// written before, says which.
+	taken   chan struct{}
+	takenBy string
 }
 
 // ClaimName claims name for instance (who this process is, as a refusal
-// shows it to another) in the lease bucket on nc, waiting claimLapseTTLs
-// TTLs for a holder that died without releasing it, and renews it until
-// Release. It returns an error wrapping ErrNameInUse when another process
-// holds it, or the server's.
+// shows it to another) in the lease bucket on nc, and renews it until
+// Release. A name held by another process is waited for claimLapseTTLs
+// TTLs (a holder that died without releasing it), then refused with an
+// error wrapping ErrNameInUse; a server that does not answer (a cluster
+// without its quorum) is waited for as a stream is (openPatiently).
 func ClaimName(ctx context.Context, nc *nats.Conn, name, instance string, cfg LeaseConfig) (*NameClaim, error) {
 	cfg.Holder = instance
 	sum := sha256.Sum256([]byte(name))
@@ -48,29 +55,30 @@ func ClaimName(ctx context.Context, nc *nats.Conn, name, instance string, cfg Le
 	if err != nil {
 		return nil, err
 	}
-	deadline := time.Now().Add(claimLapseTTLs * l.cfg.TTL)
-	for {
-		_, err := l.Acquire(ctx)
-		if err == nil {
-			break
-		}
+	var heldSince time.Time
+	_, err = openPatiently(ctx, cfg.Logger, fmt.Sprintf("claim on the node name %q", name), func(ctx context.Context) (uint64, error) {
+		term, err := l.Acquire(ctx)
 		if !errors.Is(err, ErrLeaseHeld) {
-			return nil, fmt.Errorf("claim node name %q: %w", name, err)
+			return term, err
 		}
-		if time.Now().After(deadline) {
-			held, err := l.Info(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("claim node name %q: %w", name, err)
+		if heldSince.IsZero() {
+			heldSince = time.Now()
+		} else if time.Since(heldSince) >= claimLapseTTLs*l.cfg.TTL {
+			// Released or lapsed since the try, or not read: try again.
+			if held, err := l.Info(ctx); err == nil && held.Holder != "" {
+				return 0, finalError{fmt.Errorf("node name %q is held by another process (%s): %w", name, held.Holder, ErrNameInUse)}
 			}
-			return nil, fmt.Errorf("node name %q is held by another process (%s): %w", name, held.Holder, ErrNameInUse)
 		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(l.cfg.TTL / 4):
-		}
+		return 0, err
+	})
+	if errors.Is(err, ErrNameInUse) {
+		return nil, err
 	}
-	c := &NameClaim{name: name, lease: l, log: cfg.Logger, stop: make(chan struct{}), done: make(chan struct{})}
+	if err != nil {
+		return nil, fmt.Errorf("claim node name %q: %w", name, err)
+	}
+	c := &NameClaim{name: name, instance: instance, lease: l, log: cfg.Logger,
+		stop: make(chan struct{}), done: make(chan struct{}), taken: make(chan struct{})}
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -78,14 +86,21 @@ func ClaimName(ctx context.Context, nc *nats.Conn, name, instance string, cfg Le
 	return c, nil
 }
 
-// renew renews the claim every quarter TTL until Release. A claim lost (not
-// renewed in time: this process was cut off from NATS, and another may
-// have claimed the name since) is logged once, and claimed again when free.
+// claimRenewParts is how many renewals a claim gets per TTL: one missed
+// (a slow answer) leaves it held. The writer's lease is renewed twice as
+// often in the same bucket; the claims of three nodes add 4.5 writes a
+// second to it at the default TTL.
+const claimRenewParts = 3
+
+// renew renews the claim until Release. A claim that lapsed (this process
+// was cut off from NATS for longer than the TTL: a pause, a lost quorum)
+// is claimed again, quietly when the name is still free; when another
+// process holds it by then, the claim is taken (Taken), and renew stops.
 func (c *NameClaim) renew() {
 	defer close(c.done)
-	t := time.NewTicker(c.lease.cfg.TTL / 4)
+	t := time.NewTicker(c.lease.cfg.TTL / claimRenewParts)
 	defer t.Stop()
-	lost := false
+	lapsed := false
 	for {
 		select {
 		case <-c.stop:
@@ -94,17 +109,39 @@ func (c *NameClaim) renew() {
 		}
 		// Each call is bounded by the lease's request timeout.
 		ctx := context.Background()
-		if lost {
-			if _, err := c.lease.Acquire(ctx); err == nil {
-				lost = false
-				c.log.Info("node name claimed again", "node", c.name)
+		if !lapsed {
+			if err := c.lease.Renew(ctx); !errors.Is(err, ErrLeaseLost) {
+				continue // renewed, or no answer: tried again next tick
 			}
-			continue
+			lapsed = true
 		}
-		if err := c.lease.Renew(ctx); errors.Is(err, ErrLeaseLost) {
-			lost = true
-			c.log.Error("node name claim lost: another process may be running as this node", "node", c.name)
+		_, err := c.lease.Acquire(ctx)
+		switch {
+		case err == nil:
+			lapsed = false
+			c.log.Warn("node name claimed again: its claim had lapsed while this process could not reach NATS", "node", c.name)
+		case errors.Is(err, ErrLeaseHeld):
+			if held, err := c.lease.Info(ctx); err == nil && held.Holder != "" && held.Holder != c.instance {
+				c.takenBy = held.Holder
+				close(c.taken)
+				return
+			}
 		}
+	}
+}
+
+// Taken is closed when another process has claimed the name after this
+// one's claim lapsed: two processes then run as one node, and this one,
+// the one cut off, should stop.
+func (c *NameClaim) Taken() <-chan struct{} { return c.taken }
+
+// Err says who took the name once Taken is closed, nil before.
+func (c *NameClaim) Err() error {
+	select {
+	case <-c.taken:
+		return fmt.Errorf("node name %q claimed by another process (%s) while this one could not reach NATS: %w", c.name, c.takenBy, ErrNameInUse)
+	default:
+		return nil
 	}
 }
 

@@ -30,9 +30,11 @@ const (
 
 // openPatiently calls open, each call bounded by openAttempt, until it
 // succeeds, returns a finalError, ctx ends or openPatience has passed, and
-// returns the last call's error. Each failed try is logged on log (nil:
-// none) as a warning naming what is opened: without it a node waiting for
-// its cluster showed nothing for up to 30 s, then only the last error. A cluster just started, or restarted,
+// returns the last call's error. Failed tries are logged on log (nil:
+// none) as warnings naming what is opened, the first and then at most one
+// every openAttempt (a try that fails at once is tried again 100 ms later:
+// one line each made 185 in 30 s): without them a node waiting for its
+// cluster showed nothing for up to 30 s, then only the last error. A cluster just started, or restarted,
 // elects the leaders of its assets one after another: the meta leader,
 // then each stream's and each bucket's, seconds apart, and a bucket's
 // stream may answer well after the event stream does. Without it, every
@@ -43,6 +45,7 @@ func openPatiently[T any](ctx context.Context, log *slog.Logger, what string, op
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, openPatience)
 	defer cancel()
+	var logged time.Time
 	for try := 1; ; try++ {
 		attempt, done := context.WithTimeout(ctx, openAttempt)
 		v, err := open(attempt)
@@ -53,13 +56,14 @@ func openPatiently[T any](ctx context.Context, log *slog.Logger, what string, op
 		if err == nil {
 			return v, nil
 		}
-		if log != nil && ctx.Err() == nil {
+		if log != nil && ctx.Err() == nil && time.Since(logged) >= openAttempt {
+			logged = time.Now()
 			log.Warn("not open yet: trying again", "open", what, "try", try, "after", since(start), "for_up_to", openPatience, "err", err)
 		}
 		select {
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				err = fmt.Errorf("%w (tried for %s: is the NATS server up, and has a cluster its quorum?)", err, time.Since(start).Round(time.Second))
+				err = fmt.Errorf("%w (tried for %s: is the NATS server up, and enough of its cluster's nodes: a quorum, or as many as --replicas to create a stream?)", err, time.Since(start).Round(time.Second))
 			}
 			return v, err
 		case <-time.After(100 * time.Millisecond):

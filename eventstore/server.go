@@ -362,7 +362,24 @@ func Connect(ctx context.Context, urls string, cfg Config, opts ...nats.Option) 
 		nats.PingInterval(pingInterval),
 		nats.MaxPingsOutstanding(pingsOutMax),
 	}
-	nc, err := nats.Connect(urls, append(base, opts...)...)
+	connect := func(context.Context) (*nats.Conn, error) {
+		nc, err := nats.Connect(urls, append(base, opts...)...)
+		// A URL that does not parse, or credentials refused, stay so.
+		if ue := (*url.Error)(nil); errors.As(err, &ue) || errors.Is(err, nats.ErrAuthorization) {
+			return nil, finalError{err}
+		}
+		return nc, err
+	}
+	var nc *nats.Conn
+	var err error
+	if cfg.ReadOnly {
+		nc, err = connect(ctx)
+	} else {
+		// A writer started with its cluster (every machine back at once)
+		// may find no server up yet: it waits as for its stream, where it
+		// exited at once on "no servers available for connection".
+		nc, err = openPatiently(ctx, cfg.Logger, "connection to "+urls, connect)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to nats %s: %w", urls, err)
 	}

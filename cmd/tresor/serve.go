@@ -90,6 +90,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	opening := func(what string) { step.Store(&what) }
 	opening("the event stream")
 	var fr *front
+	var claim *eventstore.NameClaim
 	defer func() {
 		if fr != nil {
 			fr.shutdown()
@@ -119,7 +120,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		}
 	} else {
 		opening("the claim on the node name")
-		claim, err := st.claimNodeName(ctx, cfg, log)
+		claim, err = st.claimNodeName(ctx, cfg, log, started)
 		if err != nil {
 			return startFailed(ctx, err)
 		}
@@ -197,7 +198,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	}
 
 	if cfg.NATSURL != "" {
-		return serveNode(ctx, cfg, log, st, store, fr, gate, rd, runDone, stopRunner, started)
+		return serveNode(ctx, cfg, log, st, store, fr, claim, gate, rd, runDone, stopRunner, started)
 	}
 	w, err := st.openWriter(ctx, cfg)
 	if err != nil {
@@ -213,7 +214,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	// A stopped writer was fenced by another or cut off from the stream:
 	// every write would now fail. Exit, so that the supervisor restarts
 	// Tresor and the new writer rebuilds its state from the stream.
-	failed := awaitStop(ctx, log, fr, runDone, w.Done(), w.Err)
+	failed := awaitStop(ctx, log, fr, runDone, w.Done(), func() error { return fmt.Errorf("settlement writer: %w", w.Err()) })
 	w.Close()
 	if err := st.closeLog(); err != nil && failed == nil && w.Err() == nil {
 		failed = fmt.Errorf("close the event log: %w", err)
@@ -226,7 +227,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 // decides; a lost lease, a fenced writer or a lost NATS node sends it back
 // to standby, never out of the process. A graceful stop commits what the
 // writer was given, seals and releases the lease at once.
-func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, store projections.Store, fr *front,
+func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, store projections.Store, fr *front, claim *eventstore.NameClaim,
 	gate *writerGate, rd *readiness, runDone chan error, stopRunner func(clean bool), started time.Time) error {
 	node, err := st.openNode(ctx, cfg, log)
 	if err == nil {
@@ -250,8 +251,9 @@ func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, s
 	go rd.logWhenReady(nodeCtx, log, started)
 	log.Info("node started", "node", cfg.NodeName, "stream_head", rd.target.Load())
 
-	// A node's writer never stops the process (nil: no such case).
-	failed := awaitStop(ctx, log, fr, runDone, nil, nil)
+	// A node's writer never stops the process; a node whose name another
+	// process claimed while it was cut off does: two ran as one node.
+	failed := awaitStop(ctx, log, fr, runDone, claim.Taken(), claim.Err)
 	stopNode()
 	<-nodeDone
 	return stopped(ctx, log, st, store, stopRunner, failed)
@@ -269,11 +271,11 @@ func startFailed(ctx context.Context, err error) error {
 }
 
 // awaitStop waits for the first reason to stop: the HTTP server or the
-// projections failing, the writer stopping (writerDone, nil for none), or
-// ctx; then it shuts the HTTP server down. It returns what failed, nil for a
-// requested stop.
+// projections failing, done closed (the embedded writer stopping, a node's
+// name taken; why says what failed), or ctx; then it shuts the HTTP server
+// down. It returns what failed, nil for a requested stop.
 func awaitStop(ctx context.Context, log *slog.Logger, fr *front, runDone chan error,
-	writerDone <-chan struct{}, writerErr func() error) error {
+	done <-chan struct{}, why func() error) error {
 	var failed error
 	select {
 	case <-fr.served:
@@ -281,9 +283,9 @@ func awaitStop(ctx context.Context, log *slog.Logger, fr *front, runDone chan er
 	case err := <-runDone:
 		runDone <- err
 		failed = fmt.Errorf("projections: %w", err)
-	case <-writerDone:
-		failed = fmt.Errorf("settlement writer: %w", writerErr())
-		log.Error("settlement writer stopped; shutting down", "err", writerErr())
+	case <-done:
+		failed = why()
+		log.Error("stopping", "err", failed)
 	case <-ctx.Done():
 	}
 	log.Info("shutting down")

@@ -29,8 +29,27 @@ type server struct {
 	cmd  *exec.Cmd
 	url  string
 	data string
-	logs *bytes.Buffer
+	logs *lockedBuffer
 	done chan error
+}
+
+// lockedBuffer holds a process's log as it comes: written by the goroutine
+// that reads its stderr, read by the test meanwhile.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) WriteString(s string) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.WriteString(s)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startServe runs the real binary on a random port and waits until it is
@@ -74,7 +93,7 @@ func startListening(tb testing.TB, data string, args ...string) *server {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	s := &server{tb: tb, cmd: cmd, data: data, logs: &bytes.Buffer{}, done: make(chan error, 1)}
+	s := &server{tb: tb, cmd: cmd, data: data, logs: &lockedBuffer{}, done: make(chan error, 1)}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)

@@ -4,9 +4,11 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -542,5 +544,38 @@ func TestASecondServeUnderTheSameNodeNameIsRefused(t *testing.T) {
 	op, _ := again.fundedPlayer()
 	if acct := again.must(200, call{"POST", "/v1/players/p-42/deposits", op, "again", `{"amount":"2.00"}`}); acct["balance_after"] != "22.00" {
 		t.Fatalf("a deposit through node-1 started again: %v", acct)
+	}
+}
+
+// TestAServeWhoseNodeNameWasTakenWhileFrozenStops freezes a serve (SIGSTOP)
+// past the lease's TTL, starts another under its --node-name, which claims
+// the lapsed name and serves, then thaws the first: it finds its name
+// held by the other and exits 1 saying so (before, it only logged it, and
+// two processes ran as one node), while the other goes on serving.
+func TestAServeWhoseNodeNameWasTakenWhileFrozenStops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	data := t.TempDir()
+	c, _ := clusterKeys(t, data)
+	args := []string{"--nats", c.URLs(), "--replicas", "3", "--node-name", "node-1"}
+	frozen := startListening(t, data, args...)
+	frozen.waitReady(60 * time.Second)
+	frozen.cmd.Process.Signal(syscall.SIGSTOP)
+	successor := startListening(t, data, args...)
+	successor.waitReady(60 * time.Second)
+	frozen.cmd.Process.Signal(syscall.SIGCONT)
+	select {
+	case err := <-frozen.done:
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(frozen.logs.String(), `node name \"node-1\" claimed by another process (pid `+fmt.Sprint(successor.cmd.Process.Pid)) {
+			t.Fatalf("the thawed serve: %v\n%s", err, frozen.logs)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the thawed serve still runs 30 s after its name was taken\n%s", frozen.logs)
+	}
+	op, _ := successor.fundedPlayer()
+	if acct := successor.must(200, call{"POST", "/v1/players/p-42/deposits", op, "successor", `{"amount":"2.00"}`}); acct["balance_after"] != "22.00" {
+		t.Fatalf("a deposit through the successor: %v", acct)
 	}
 }

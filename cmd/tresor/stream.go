@@ -243,12 +243,12 @@ func (s *stream) openNode(ctx context.Context, cfg *Config, log *slog.Logger) (*
 // (eventstore.ClaimName): a second serve started under the same name (a
 // unit started twice, a copied configuration) is refused, naming the
 // process that holds it, instead of running as a second node of that name.
-func (s *stream) claimNodeName(ctx context.Context, cfg *Config, log *slog.Logger) (*eventstore.NameClaim, error) {
+func (s *stream) claimNodeName(ctx context.Context, cfg *Config, log *slog.Logger, started time.Time) (*eventstore.NameClaim, error) {
 	host, err := os.Hostname()
 	if err != nil {
 		host = "an unknown host"
 	}
-	instance := fmt.Sprintf("pid %d on %s, started %s", os.Getpid(), host, time.Now().UTC().Format(time.RFC3339))
+	instance := fmt.Sprintf("pid %d on %s, started %s", os.Getpid(), host, started.UTC().Format(time.RFC3339))
 	claim, err := eventstore.ClaimName(ctx, s.store.Conn(), cfg.NodeName, instance,
 		eventstore.LeaseConfig{TTL: cfg.LeaseTTL, Replicas: cfg.Replicas, Logger: log})
 	if errors.Is(err, eventstore.ErrNameInUse) {
