@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// LeaseBucket is the JetStream KV bucket of the writers' leases: one key
-// per chain.
+// LeaseBucket is the JetStream KV bucket of the writers' leases, one key
+// per chain, and of the nodes' names (ClaimName), one key per name.
 const LeaseBucket = "TRESOR_LEASES"
 
 // Lease errors.
@@ -146,7 +146,7 @@ func openLeaseBucket(ctx context.Context, js jetstream.JetStream, cfg LeaseConfi
 	}
 	return js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
 		Bucket:      LeaseBucket,
-		Description: "Tresor writer leases: one key per chain",
+		Description: "Tresor writer leases (one key per chain) and node-name claims (one key per name)",
 		History:     1,
 		TTL:         cfg.TTL,
 		// Markers on expiry wake the standbys' watches at once.
