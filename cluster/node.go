@@ -81,6 +81,11 @@ type Node struct {
 	// write; zero before.
 	leaseRev  uint64
 	leaseSeen time.Time
+	// silentRev is the leaseRev at which a forwarded command found no
+	// writer answering the holder's term: until a newer revision, the
+	// holder is not serving (it stepped down or died, its lease not yet
+	// expired).
+	silentRev uint64
 	// leaseMoved is closed when lease changes (and replaced): forwarded
 	// commands in flight then give up (see forward).
 	leaseMoved chan struct{}
@@ -147,7 +152,7 @@ func (n *Node) forward(ctx context.Context, cmd domain.Command) (settlement.Resu
 		}
 	}
 	n.mu.Lock()
-	moved := n.leaseMoved
+	moved, rev := n.leaseMoved, n.leaseRev
 	n.mu.Unlock()
 	fctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -159,6 +164,16 @@ func (n *Node) forward(ctx context.Context, cmd domain.Command) (settlement.Resu
 		}
 	}()
 	res, err := n.fwd.Execute(fctx, cmd)
+	if errors.Is(err, ErrNoWriter) {
+		// Readiness says so too, until the lease moves on: the holder
+		// that does not answer is not renewing either, and a standby saw
+		// its lease as fresh for up to two TTLs meanwhile.
+		n.mu.Lock()
+		if n.leaseRev == rev {
+			n.silentRev = rev
+		}
+		n.mu.Unlock()
+	}
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(fctx), errLeaseMoved) {
 		return settlement.Result{}, fmt.Errorf("%w: %v while the command was forwarded: retry with its key", api.ErrNotReady, errLeaseMoved)
 	}
@@ -204,13 +219,15 @@ func (n *Node) Ready() bool { return n.Err() == nil }
 // revisions again: a standby then says the lease unseen until restarted.)
 func (n *Node) Err() error {
 	n.mu.Lock()
-	writer, holder, seen := n.writer != nil, n.lease.Holder, n.leaseSeen
+	writer, holder, seen, silent := n.writer != nil, n.lease.Holder, n.leaseSeen, n.leaseRev != 0 && n.silentRev == n.leaseRev
 	n.mu.Unlock()
 	switch unseen := time.Since(seen); {
 	case writer:
 		return nil
 	case holder == "":
 		return ErrNoWriter
+	case silent:
+		return fmt.Errorf("%w: the writer lease is %s's, but no writer answers its term: a takeover is under way", api.ErrNotReady, holder)
 	case seen.IsZero():
 		// One read cannot tell a live lease from a copy nobody renews
 		// (a writer frozen, a cluster without its quorum): the next

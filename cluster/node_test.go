@@ -311,3 +311,49 @@ func TestAStandbyThatCannotSeeTheLeaseRenewedSaysSo(t *testing.T) {
 	eventstoretest.Eventually(t, time.Minute, b.Err)
 	firstSuccess(t, b, "back", time.Minute)
 }
+
+// TestAStandbyWhoseForwardFindsNoWriterSaysSo: a holder that renews its
+// lease but serves nothing (its service gone: a writer stepping down, or
+// dead with its lease not yet expired) makes a forwarded command find no
+// writer; the standby's readiness then says so at once, where it said
+// ready until the lease had gone unrenewed for two TTLs, and ready again
+// once the lease moves on (here: the holder renews it).
+func TestAStandbyWhoseForwardFindsNoWriterSaysSo(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	c := eventstoretest.StartCluster(t)
+	ctx := eventstoretest.Ctx(t, 2*time.Minute)
+	ghost, err := eventstore.OpenLease(ctx, openStore(t, c.URLs(), 3).Conn(), "s0", eventstore.LeaseConfig{Holder: "ghost", Replicas: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ghost.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	renew := func() {
+		if err := ghost.Renew(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := startNode(t, c, "b")
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		renew()
+		return b.Err()
+	})
+	// Without renewals now (the last one's watch value may still be on
+	// its way, and a newer revision clears what a forward found).
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		if _, err := b.Execute(ctx, domain.ConfigureAccount{Player: "p1", By: operator}); !errors.Is(err, ErrNoWriter) {
+			t.Fatalf("a command forwarded to a holder that serves nothing: %v", err)
+		}
+		if err := b.Err(); err == nil || !strings.Contains(err.Error(), "the writer lease is ghost's, but no writer answers its term") {
+			return fmt.Errorf("the standby's readiness after its forward found no writer: %v", err)
+		}
+		return nil
+	})
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		renew()
+		return b.Err()
+	})
+}

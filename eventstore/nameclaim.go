@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -33,6 +34,8 @@ type NameClaim struct {
 	log      *slog.Logger
 	stop     chan struct{}
 	done     chan struct{}
+	// renewed is when the claim was last written (Unix ns): Held.
+	renewed atomic.Int64
 
 	// taken is closed once another process holds the name; takenBy,
 	// written before, says which.
@@ -79,6 +82,7 @@ func ClaimName(ctx context.Context, nc *nats.Conn, name, instance string, cfg Le
 	}
 	c := &NameClaim{name: name, instance: instance, lease: l, log: cfg.Logger,
 		stop: make(chan struct{}), done: make(chan struct{}), taken: make(chan struct{})}
+	c.renewed.Store(time.Now().UnixNano())
 	if c.log == nil {
 		c.log = slog.New(slog.DiscardHandler)
 	}
@@ -109,8 +113,13 @@ func (c *NameClaim) renew() {
 		}
 		// Each call is bounded by the lease's request timeout.
 		ctx := context.Background()
+		sent := time.Now().UnixNano()
 		if !lapsed {
-			if err := c.lease.Renew(ctx); !errors.Is(err, ErrLeaseLost) {
+			err := c.lease.Renew(ctx)
+			if err == nil {
+				c.renewed.Store(sent)
+			}
+			if !errors.Is(err, ErrLeaseLost) {
 				continue // renewed, or no answer: tried again next tick
 			}
 			lapsed = true
@@ -118,6 +127,7 @@ func (c *NameClaim) renew() {
 		_, err := c.lease.Acquire(ctx)
 		switch {
 		case err == nil:
+			c.renewed.Store(sent)
 			lapsed = false
 			c.log.Warn("node name claimed again: its claim had lapsed while this process could not reach NATS", "node", c.name)
 		case errors.Is(err, ErrLeaseHeld):
@@ -128,6 +138,14 @@ func (c *NameClaim) renew() {
 			}
 		}
 	}
+}
+
+// Held reports whether the claim is surely this process's now: written
+// less than a TTL ago. A process cut off from NATS (frozen, its cluster
+// without quorum) has let it lapse, and until it has claimed it again or
+// found it taken another process may be running under the name.
+func (c *NameClaim) Held() bool {
+	return time.Since(time.Unix(0, c.renewed.Load())) < c.lease.cfg.TTL
 }
 
 // Taken is closed when another process has claimed the name after this

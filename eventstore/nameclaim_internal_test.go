@@ -13,7 +13,7 @@ import (
 // deleted under it (as the server expires a claim not renewed within the
 // TTL, its process cut off) is claimed again quietly while the name is
 // free; once another process has written its own claim over it, the
-// claim says it was taken and by whom.
+// claim says it was taken and by whom, and is no longer held.
 func TestANameClaimThatLapsedIsClaimedAgainOrTaken(t *testing.T) {
 	nc := yardstickServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -23,6 +23,9 @@ func TestANameClaimThatLapsedIsClaimedAgainOrTaken(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Release(ctx)
+	if !c.Held() {
+		t.Fatal("a claim just made is not held")
+	}
 	kv, key := c.lease.kv, c.lease.chain
 
 	if err := kv.Delete(ctx, key); err != nil {
@@ -53,5 +56,13 @@ func TestANameClaimThatLapsedIsClaimedAgainOrTaken(t *testing.T) {
 	}
 	if err := c.Err(); !errors.Is(err, ErrNameInUse) || !strings.Contains(err.Error(), `node name "node-1" claimed by another process (second)`) {
 		t.Fatalf("taken: %v", err)
+	}
+	// Not renewed since it was written over, it is no longer held a TTL
+	// after its last renewal.
+	for c.Held() {
+		if time.Now().After(deadline.Add(10 * time.Second)) {
+			t.Fatal("a claim taken by another process still says it is held")
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 }

@@ -143,7 +143,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	psnap := newProjectionSnapshots(snaps, store, rules, cfg, log)
 	gate := &writerGate{}
 	runner := projections.NewRunner(eventSource{store: st.store, log: log}, store)
-	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn()}
+	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn(), claim: claim}
 	if psnap != nil {
 		rd.rebuilding = psnap.store.Rebuilding
 	}
@@ -378,8 +378,10 @@ func (g *writerGate) LastSeq() uint64 {
 // it unavailable.
 type readiness struct {
 	gate *writerGate
-	// node is this process's cluster node with --nats, nil otherwise.
+	// node is this process's cluster node with --nats, and claim its
+	// claim on its name; nil otherwise.
 	node   *cluster.Node
+	claim  *eventstore.NameClaim
 	runner *projections.Runner
 	conn   *nats.Conn
 	target atomic.Uint64
@@ -407,6 +409,10 @@ func (r *readiness) state() api.Readiness {
 		rd.Status, rd.Reason = api.StatusStarting, fmt.Sprintf("the projections are catching up: at %d of %d", rd.ProjectionSeq, rd.StartSeq)
 	case r.conn.Status() != nats.CONNECTED:
 		rd.Status, rd.Reason = api.StatusUnavailable, "the connection to NATS is "+strings.ToLower(r.conn.Status().String())
+	case r.claim != nil && !r.claim.Held():
+		// Cut off past the lease's TTL: another process may have
+		// claimed the name meanwhile; the claim's next tick tells.
+		rd.Status, rd.Reason = api.StatusUnavailable, "the claim on the node name lapsed while this process could not reach NATS: claiming it again"
 	default:
 		r.ready.Store(true)
 		rd.Status = api.StatusReady

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -29,27 +28,9 @@ type server struct {
 	cmd  *exec.Cmd
 	url  string
 	data string
-	logs *lockedBuffer
+	// logs is read by the test while the process writes it.
+	logs *eventstoretest.LogBuffer
 	done chan error
-}
-
-// lockedBuffer holds a process's log as it comes: written by the goroutine
-// that reads its stderr, read by the test meanwhile.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) WriteString(s string) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.WriteString(s)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startServe runs the real binary on a random port and waits until it is
@@ -93,13 +74,13 @@ func startListening(tb testing.TB, data string, args ...string) *server {
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	s := &server{tb: tb, cmd: cmd, data: data, logs: &lockedBuffer{}, done: make(chan error, 1)}
+	s := &server{tb: tb, cmd: cmd, data: data, logs: &eventstoretest.LogBuffer{}, done: make(chan error, 1)}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
 		for sc.Scan() {
 			line := sc.Text()
-			s.logs.WriteString(line + "\n")
+			fmt.Fprintln(s.logs, line)
 			if _, a, ok := strings.Cut(line, "listening on "); ok {
 				addr <- strings.Trim(a, `"`)
 			}
