@@ -91,15 +91,16 @@ func ClaimName(ctx context.Context, nc *nats.Conn, name, instance string, cfg Le
 }
 
 // claimRenewParts is how many renewals a claim gets per TTL: one missed
-// (a slow answer) leaves it held. The writer's lease is renewed twice as
-// often in the same bucket; the claims of three nodes add 4.5 writes a
-// second to it at the default TTL.
+// (a slow answer) leaves it held. The writer's lease is renewed every
+// quarter TTL in the same bucket; the claims of three nodes add 4.5
+// writes a second to it at the default TTL.
 const claimRenewParts = 3
 
 // renew renews the claim until Release. A claim that lapsed (this process
 // was cut off from NATS for longer than the TTL: a pause, a lost quorum)
-// is claimed again, quietly when the name is still free; when another
-// process holds it by then, the claim is taken (Taken), and renew stops.
+// is claimed again, with a warning, when the name is still free; when
+// another process holds it by then, the claim is taken (Taken), and renew
+// stops.
 func (c *NameClaim) renew() {
 	defer close(c.done)
 	t := time.NewTicker(c.lease.cfg.TTL / claimRenewParts)

@@ -30,17 +30,19 @@ const (
 
 // openPatiently calls open, each call bounded by openAttempt, until it
 // succeeds, returns a finalError, ctx ends or openPatience has passed, and
-// returns the last call's error. Failed tries are logged on log (nil:
-// none) as warnings naming what is opened, the first and then at most one
-// every openAttempt (a try that fails at once is tried again 100 ms later:
-// one line each made 185 in 30 s): without them a node waiting for its
-// cluster showed nothing for up to 30 s, then only the last error. A cluster just started, or restarted,
+// returns the last call's error. A cluster just started, or restarted,
 // elects the leaders of its assets one after another: the meta leader,
 // then each stream's and each bucket's, seconds apart, and a bucket's
 // stream may answer well after the event stream does. Without it, every
 // node started on a restarting cluster exited on "context deadline
 // exceeded" within its first request timeout (2 s), and again at each
 // restart by its supervisor until the elections were over.
+//
+// Failed tries are logged on log (nil: none) as warnings naming what is
+// opened, the first and then at most one every openAttempt (a try that
+// fails at once is tried again 100 ms later: a line each made 185 in
+// 30 s); without them a node waiting for its cluster showed nothing for up
+// to 30 s, then only the last error.
 func openPatiently[T any](ctx context.Context, log *slog.Logger, what string, open func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, openPatience)
