@@ -59,6 +59,12 @@ BLOCKS ?= 1
 bench-start:
 	BIN=$(BIN) scripts/bench-start.sh $(BLOCKS)
 
+# bench-stop times serve's stop after a 182 000-play stream, the writer's
+# closing snapshot with it (scripts/bench-stop.sh; RUNS stops).
+RUNS ?= 4
+bench-stop: build
+	BIN=$(BIN) scripts/bench-stop.sh $(RUNS)
+
 lint: fmt vet imports
 
 fmt:

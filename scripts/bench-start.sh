@@ -25,6 +25,7 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/tresor-bench-start.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 
 fail() { echo "bench-start: FAILED: $*" >&2; exit 1; }
+. scripts/serve-ready.sh
 command -v curl >/dev/null || fail "curl is needed to poll /v1/ready"
 go build -o "$bin" ./cmd/tresor || fail "go build"
 
@@ -33,17 +34,7 @@ go build -o "$bin" ./cmd/tresor || fail "go build"
 start_once() {
   local label=$1; shift
   local t0; t0=$(date +%s.%N)
-  "$bin" serve --data "$dir/data" --http 127.0.0.1:0 "$@" >"$dir/serve.log" 2>&1 &
-  local pid=$! addr=""
-  until [ -n "$addr" ]; do
-    kill -0 "$pid" 2>/dev/null || { cat "$dir/serve.log" >&2; fail "serve exited before listening ($label)"; }
-    addr=$(sed -n 's/.*listening on \([0-9.:]*\).*/\1/p' "$dir/serve.log" | head -1)
-    sleep 0.05
-  done
-  until curl -fsS "http://$addr/v1/ready" 2>/dev/null | grep -q '"status": *"ready"'; do
-    kill -0 "$pid" 2>/dev/null || { cat "$dir/serve.log" >&2; fail "serve exited before ready ($label)"; }
-    sleep 0.1
-  done
+  serve_ready "$dir/data" "$dir/serve.log" "$@"
   local t1; t1=$(date +%s.%N)
   kill -TERM "$pid"; wait "$pid" || true
   # What each start loaded and stored: snapshot sizes and times.
