@@ -169,7 +169,7 @@ func (f *follower) takeSnapshots(ctx context.Context) {
 			continue
 		}
 		if seq, data, encoded, ok := f.encode(); ok {
-			settlement.StoreSnapshot(f.cfg.Snapshots, f.log, seq, data, encoded)
+			settlement.StoreSnapshot(context.Background(), f.cfg.Snapshots, f.log, seq, data, encoded)
 		}
 	}
 }

@@ -68,16 +68,17 @@ func TestMeasureCommandLatency(t *testing.T) {
 // every 20 ms (one command each, due at those intervals); commands of
 // 1.45 messages at 13 000 a second (2 600 plays' worth); and at 4 000 a
 // second (800 plays) with puts every 5 s of 11.5 MB and of a tenth of that
-// at the bucket's pace, and of 11.5 MB at the writer's snapshots' (4 MiB/s),
-// the p99 while a put runs over the p99 outside. Run it with -benchtime 1x.
+// at the bucket's pace, and of 11.5 MB at 4 MiB/s and, every 30 s, at the
+// writer's snapshots' pace (1 MiB/s), the p99 while a put runs over the
+// p99 outside. Run it with -benchtime 1x.
 func BenchmarkCommandLatencyFloor(b *testing.B) {
 	s := openStore(b, runEmbedded(b, b.TempDir()), eventstore.Config{})
 	each := func(perSecond, events float64, d time.Duration) eventstore.LatencyYardstick {
 		return eventstore.LatencyYardstick{CommandsPerSecond: perSecond, Duration: d, EventsPerCommand: events, MessageBytes: 400, Replicas: 1}
 	}
-	withPuts := func(bytes, pace int) eventstore.LatencyYardstick {
-		y := each(4000, 1.45, 30*time.Second)
-		y.PutBytes, y.PutEvery, y.PutPace = bytes, 5*time.Second, pace
+	withPuts := func(bytes, pace int, every time.Duration) eventstore.LatencyYardstick {
+		y := each(4000, 1.45, 6*every)
+		y.PutBytes, y.PutEvery, y.PutPace = bytes, every, pace
 		return y
 	}
 	for _, v := range []struct {
@@ -88,9 +89,10 @@ func BenchmarkCommandLatencyFloor(b *testing.B) {
 		{"batch=150", each(111, 150, 10*time.Second)},
 		{"batch=999", each(50, 999, 10*time.Second)}, // every 20 ms: one commits in more than 9
 		{"commands=13000", each(13000, 1.45, 15*time.Second)},
-		{"commands=4000/puts=11.5MB", withPuts(11_500_000, 0)},
-		{"commands=4000/puts=11.5MB/pace=4MiB", withPuts(11_500_000, 4<<20)},
-		{"commands=4000/puts=1.15MB", withPuts(1_150_000, 0)},
+		{"commands=4000/puts=11.5MB", withPuts(11_500_000, 0, 5*time.Second)},
+		{"commands=4000/puts=11.5MB/pace=4MiB", withPuts(11_500_000, 4<<20, 5*time.Second)},
+		{"commands=4000/puts=11.5MB/pace=1MiB", withPuts(11_500_000, 1<<20, 30*time.Second)},
+		{"commands=4000/puts=1.15MB", withPuts(1_150_000, 0, 5*time.Second)},
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			for b.Loop() {

@@ -370,8 +370,10 @@ type SnapshotSlot struct {
 	format      int
 	ruleSet     string
 	// pace, when not 0, replaces SnapshotConfig.PaceBytesPerSecond for
-	// this slot's saves (Paced).
-	pace int
+	// this slot's saves (Paced); within, when not 0, bounds the time a
+	// whole save takes at it (PacedWithin).
+	pace   int
+	within time.Duration
 }
 
 // Slot returns the slot of a kind of state of chain, whose data is in
@@ -382,17 +384,32 @@ func (s *Snapshots) Slot(kind, chain string, format int, ruleSet string) *Snapsh
 
 // Paced returns the slot whose saves send their bytes at most at
 // bytesPerSecond, whatever the bucket's pace (negative: as fast as the
-// server takes them).
+// server takes them; 0: at the bucket's pace).
 func (sl *SnapshotSlot) Paced(bytesPerSecond int) *SnapshotSlot {
 	c := *sl
 	c.pace = bytesPerSecond
 	return &c
 }
 
+// PacedWithin returns the slot whose saves send their bytes at
+// bytesPerSecond, or, for a snapshot saved whole (Save), at the pace that
+// stores it in within when that is faster: a pace chosen for the usual
+// size does not stretch a large snapshot's store past within.
+func (sl *SnapshotSlot) PacedWithin(bytesPerSecond int, within time.Duration) *SnapshotSlot {
+	c := sl.Paced(bytesPerSecond)
+	c.within = within
+	return c
+}
+
 // Save stores data, the state after the event at stream sequence seq (see
 // SaveParts).
 func (sl *SnapshotSlot) Save(ctx context.Context, seq uint64, data []byte) error {
-	return sl.SaveParts(ctx, seq, func(w *PartWriter) error { return w.writeWhole(data) })
+	return sl.SaveParts(ctx, seq, func(w *PartWriter) error {
+		if sl.within > 0 && w.pace.rate > 0 {
+			w.pace.rate = max(w.pace.rate, int(time.Duration(len(data))*time.Second/sl.within))
+		}
+		return w.writeWhole(data)
+	})
 }
 
 // SaveParts stores what write writes, the state after the event at stream

@@ -31,26 +31,35 @@ type SnapshotStore interface {
 }
 
 // WriterSnapshots returns the slot of the writer's snapshots of the
-// shard's chain under rules, stored at WriterSnapshotPace.
+// shard's chain under rules, stored at WriterSnapshotPace, within
+// WriterSnapshotWithin.
 func WriterSnapshots(s *eventstore.Snapshots, rules *domain.RuleSet) *eventstore.SnapshotSlot {
-	return s.Slot(SnapshotKind, Chain, domain.LedgerFormatVersion, domain.RuleSetID(rules)).Paced(WriterSnapshotPace)
+	return s.Slot(SnapshotKind, Chain, domain.LedgerFormatVersion, domain.RuleSetID(rules)).PacedWithin(WriterSnapshotPace, WriterSnapshotWithin)
 }
 
 // WriterSnapshotPace is the pace the writer's snapshots are stored at:
-// 4 MiB/s, a quarter of the bucket's (eventstore.SnapshotPaceDefault).
+// 1 MiB/s, a sixteenth of the bucket's (eventstore.SnapshotPaceDefault).
 // Each chunk of a snapshot crossing the server delays the commits in
-// flight by a few milliseconds; sent a quarter as often, the chunks meet
-// fewer commands. At the default interval (every 250 000 events),
-// alternated with 16 MiB/s in 7 pairs on a quiet machine, the commands'
-// p99 while a snapshot was stored was 1.51 times their p99 outside at the
-// median against 3.43, and over the whole snapshot 1.45 against 1.59,
-// lower in 6 pairs of 7 (docs/performance.md, "A quieter pace for the
-// writer's snapshots"). A snapshot of 12 MB then takes 3 s to store, one
-// of 56 MB (three blocks sold within 48 hours) 14 s, the one taken as the
-// writer closes included; snapshotSaveMax allows 240 MB. The read
-// models' snapshots, ten times larger and taken every ten minutes, keep
-// the bucket's pace.
-const WriterSnapshotPace = 4 << 20
+// flight by a few milliseconds; sent less often, the chunks meet fewer
+// commands. 16 MiB/s against 4 in 7 pairs on a quiet machine: the
+// commands' p99 while a snapshot was stored 3.43 times their p99 outside
+// at the median against 1.51; 4 MiB/s against 1, with the encoding at a
+// sixteenth of a processor (encodeShareInverse) and the store in the
+// background, in 6 pairs: over the whole snapshot 1.39 against 1.04, while
+// storing 1.54 against 1.08, lower in every pair (docs/performance.md, "A
+// quieter pace for the writer's snapshots" and "Stored in the background,
+// at 1 MiB/s"). A snapshot of 12 MB then takes 12 s to store, the follower
+// applying the appends meanwhile; a larger one goes faster, so as to take
+// WriterSnapshotWithin. The one taken as a
+// writer closes on the embedded default goes unpaced
+// (Config.ClosingSnapshots). The read models' snapshots, ten times larger
+// and taken every ten minutes, keep the bucket's pace.
+const WriterSnapshotPace = 1 << 20
+
+// WriterSnapshotWithin bounds a writer snapshot's store at its pace: one
+// of 56 MB (three blocks sold within 48 hours) goes at 2.8 MiB/s, well
+// within snapshotSaveMax.
+const WriterSnapshotWithin = 20 * time.Second
 
 // Follower is a ledger that follows events applied elsewhere first — the
 // writer's acknowledged appends, or the stream's tail for a standby — so
@@ -210,6 +219,14 @@ type snapshotter struct {
 	// Pause while the writer runs.
 	enc  domain.LedgerEncoder
 	pace encodePace
+
+	// stored is closed once the store of the last snapshot encoded has
+	// ended (until then enc's buffer holds its bytes, and no other is
+	// encoded), abandon cuts that store short, and storedOK says, once
+	// stored is closed, whether it succeeded.
+	stored   chan struct{}
+	abandon  context.CancelFunc
+	storedOK bool
 }
 
 // newSnapshotter follows on from f, or from the snapshot data taken at
@@ -222,7 +239,7 @@ func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since 
 }
 
 // encodeShareInverse sets the share of one processor a snapshot's encoding
-// takes while the writer runs: one part in eight. On 2 cores, an encoding
+// takes while the writer runs: one part in sixteen. On 2 cores, an encoding
 // that ran flat out held one of the two processors for 0.1 to 0.8 s, and
 // every goroutine a command goes through (the loop, the committer, the
 // server's) waited for the other: the commands' p50 doubled while it
@@ -230,17 +247,20 @@ func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since 
 // commands' p99 while encoding was still 1.31 times their p99 outside on a
 // quiet machine (median of 16 runs); at one part in eight, with the yields
 // below, 1.10 to 1.46 (medians of 3 to 6 runs; main 1.91 in the pairs of
-// the 1.46) (docs/performance.md, "Slower snapshots"). A snapshot then
-// takes about twice as long to encode: at the default interval, once every
-// 250 000 events.
-const encodeShareInverse = 8
+// the 1.46) (docs/performance.md, "Slower snapshots"); at one part in
+// sixteen, with the store at 1 MiB/s, 0.94 at the median of 6 runs (0.84
+// to 1.22), against 1.34 for one part in eight in the same pairs
+// (docs/performance.md, "Stored in the background, at 1 MiB/s"). A
+// snapshot of 12 MB then takes 1.4 to 2.8 s to encode: at the default
+// interval, once every 250 000 events.
+const encodeShareInverse = 16
 
 // encodeSliceMin is the least work between two rests: shorter sleeps
 // cost more in timer wake-ups than they give back.
 const encodeSliceMin = 500 * time.Microsecond
 
 // encodePace paces an encoding (domain.LedgerEncoder.Pause): after each
-// slice of work it sleeps seven times as long, the processor free for the
+// slice of work it sleeps fifteen times as long, the processor free for the
 // writer meanwhile, and within a slice it yields at every call, so that a
 // goroutine of the writer or of the server that became runnable meanwhile
 // runs first instead of waiting for the slice to end. Time the encoding
@@ -283,8 +303,9 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 	}
 	tick := time.NewTicker(min(s.interval, time.Minute))
 	defer tick.Stop()
+	defer s.abandonStore()
 	for {
-		if SnapshotDue(&s.cfg, s.since, s.taken) {
+		if SnapshotDue(&s.cfg, s.since, s.taken) && s.isStored() {
 			s.save()
 		}
 		select {
@@ -294,7 +315,12 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 			}
 		case <-tick.C:
 		case <-stop:
-			if s.follow() && s.since > 0 {
+			// A store still going at the writer's pace would make the
+			// close wait for it (up to WriterSnapshotWithin): it is
+			// abandoned, and the closing snapshot, which holds all it
+			// held, goes in its place.
+			cutShort := s.abandonStore()
+			if s.follow() && (s.since > 0 || cutShort) {
 				// The writer has stopped: nobody waits on the cores, and
 				// the close waits for this one.
 				s.enc.Pause = nil
@@ -302,11 +328,48 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 					s.store = s.closing
 				}
 				s.save()
+				s.awaitStored()
 			}
 			return
 		}
 	}
 }
+
+// isStored says whether the last snapshot encoded is stored.
+func (s *snapshotter) isStored() bool {
+	select {
+	case <-s.stored:
+		return true
+	default:
+		return s.stored == nil
+	}
+}
+
+// awaitStored waits until the last snapshot encoded is stored.
+func (s *snapshotter) awaitStored() {
+	if s.stored != nil {
+		<-s.stored
+	}
+}
+
+// abandonStore abandons the store of the last snapshot encoded if it is
+// still going, and says whether that snapshot is not stored (cut short,
+// or failed).
+func (s *snapshotter) abandonStore() bool {
+	if s.stored == nil {
+		return false
+	}
+	s.abandon()
+	<-s.stored
+	return !s.storedOK
+}
+
+// followYieldEvery is how many events the follower applies between two
+// yields of its processor: after an encoding it has the appends
+// acknowledged meanwhile to apply (a second or two of them), and applied
+// in one stretch they would hold a processor for tens of milliseconds,
+// which the commands in flight on two cores would wait for.
+const followYieldEvery = 512
 
 // follow applies the queued appends as they are acknowledged. It returns
 // false once one failed: the writer has stopped, and nothing after it was
@@ -316,7 +379,13 @@ func (s *snapshotter) follow() bool {
 	q := s.queue
 	s.queue = nil
 	s.mu.Unlock()
+	applied := 0
 	for _, a := range q {
+		if applied >= followYieldEvery {
+			runtime.Gosched()
+			applied = 0
+		}
+		applied += len(a.recs)
 		<-a.done
 		if a.err != nil {
 			return false
@@ -332,24 +401,35 @@ func (s *snapshotter) follow() bool {
 	return true
 }
 
-// save encodes the follower and stores the snapshot; a failure is logged
-// and the next one is tried after as many events or as long again.
+// save encodes the follower and stores the snapshot in the background,
+// the follower applying the appends meanwhile (a store at the writer's
+// pace takes seconds, and a follower that waited for it would then apply
+// them all in one go); a failure is logged and the next one is tried
+// after as many events or as long again.
 func (s *snapshotter) save() {
 	s.since, s.taken = 0, time.Now()
-	if s.f.Seq() == 0 {
+	seq := s.f.Seq()
+	if seq == 0 {
 		return
 	}
 	start, startCPU := time.Now(), s.cfg.SnapshotSpans.cpu()
 	s.pace.since = start
 	data, err := s.f.EncodeWith(&s.enc)
 	if err != nil {
-		s.log.Error("snapshot not taken", "seq", s.f.Seq(), "err", err)
+		s.log.Error("snapshot not taken", "seq", seq, "err", err)
 		return
 	}
 	encoded, encodedCPU := time.Now(), s.cfg.SnapshotSpans.cpu()
-	StoreSnapshot(s.store, s.log, s.f.Seq(), data, encoded.Sub(start))
-	s.cfg.SnapshotSpans.add(snapshotSpan{began: start, encoded: encoded, stored: time.Now(),
-		cpu: [3]time.Duration{startCPU, encodedCPU, s.cfg.SnapshotSpans.cpu()}, bytes: len(data)})
+	stored, store := make(chan struct{}), s.store
+	ctx, abandon := context.WithCancel(context.Background())
+	s.stored, s.abandon, s.storedOK = stored, abandon, false
+	go func() {
+		defer close(stored)
+		defer abandon()
+		s.storedOK = StoreSnapshot(ctx, store, s.log, seq, data, encoded.Sub(start))
+		s.cfg.SnapshotSpans.add(snapshotSpan{began: start, encoded: encoded, stored: time.Now(),
+			cpu: [3]time.Duration{startCPU, encodedCPU, s.cfg.SnapshotSpans.cpu()}, bytes: len(data)})
+	}()
 }
 
 // SnapshotPhase is what the writer's snapshotter was doing at a time.
@@ -463,16 +543,22 @@ func SnapshotDue(cfg *Config, since int, taken time.Time) bool {
 }
 
 // StoreSnapshot stores data, a ledger's snapshot after the event at seq,
-// encoded in encoded, bounded by snapshotSaveMax; the outcome is logged (a
-// failure only costs the next start a longer replay).
-func StoreSnapshot(store SnapshotStore, log *slog.Logger, seq uint64, data []byte, encoded time.Duration) {
+// encoded in encoded, bounded by snapshotSaveMax, unless ctx ends first
+// (abandoned); the outcome is logged (a failure only costs the next start
+// a longer replay) and returned.
+func StoreSnapshot(ctx context.Context, store SnapshotStore, log *slog.Logger, seq uint64, data []byte, encoded time.Duration) bool {
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), snapshotSaveMax)
+	ctx, cancel := context.WithTimeout(ctx, snapshotSaveMax)
 	defer cancel()
 	if err := store.Save(ctx, seq, data); err != nil {
-		log.Warn("snapshot not stored", "seq", seq, "err", err)
-		return
+		if errors.Is(err, context.Canceled) {
+			log.Info("snapshot store abandoned", "seq", seq, "after", time.Since(start).Round(time.Millisecond))
+		} else {
+			log.Warn("snapshot not stored", "seq", seq, "err", err)
+		}
+		return false
 	}
 	log.Info("snapshot taken", "seq", seq, "bytes", len(data), "encode", encoded.Round(time.Millisecond),
 		"total", (encoded + time.Since(start)).Round(time.Millisecond))
+	return true
 }

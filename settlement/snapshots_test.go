@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -378,5 +379,101 @@ func TestTheClosingSnapshotGoesToItsOwnStore(t *testing.T) {
 	n.stop()
 	if running.saves.Load() != 0 || closing.saves.Load() != 1 || closing.seq.Load() != last {
 		t.Fatalf("saves while running %d, at the close %d at seq %d; want 0, and 1 at %d", running.saves.Load(), closing.saves.Load(), closing.seq.Load(), last)
+	}
+}
+
+// heldStore is a SnapshotStore whose first Save waits for release or its
+// context's end, and which records the sequence of every save, in order,
+// and whether it stored it.
+type heldStore struct {
+	SnapshotStore
+	held, release chan struct{}
+	mu            sync.Mutex
+	seqs          []uint64
+	stored        []bool
+}
+
+func (h *heldStore) Save(ctx context.Context, seq uint64, data []byte) (err error) {
+	h.mu.Lock()
+	h.seqs = append(h.seqs, seq)
+	first := len(h.seqs) == 1
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.stored = append(h.stored, err == nil)
+		h.mu.Unlock()
+	}()
+	if first {
+		close(h.held)
+		select {
+		case <-h.release:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return h.SnapshotStore.Save(ctx, seq, data)
+}
+
+// TestTheFollowerAppliesTheAppendsWhileASnapshotIsStored: a store at the
+// writer's pace takes seconds; meanwhile the follower applies the appends
+// acknowledged (it would otherwise apply them all at once after it, a
+// stretch the commands in flight wait for), and no second snapshot is
+// taken over the first's bytes. The writer's close does not wait for a
+// store at that pace: it abandons it and takes its closing snapshot, at
+// its last sequence, in its place, whether or not anything came since.
+func TestTheFollowerAppliesTheAppendsWhileASnapshotIsStored(t *testing.T) {
+	for _, after := range []int{4, 0} {
+		t.Run(fmt.Sprint("players funded after it ", after), func(t *testing.T) {
+			store := heldStore{held: make(chan struct{}), release: make(chan struct{})}
+			t.Cleanup(func() { close(store.release) }) // before the node's stop, registered first
+			n := startNodeWith(t, t.TempDir(), func(n *node, c *Config) {
+				c.Rules = projectionstest.SmallRules(t)
+				c.SnapshotEvery = 5
+				snaps, err := n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				store.SnapshotStore = WriterSnapshots(snaps, c.Rules).Paced(-1)
+				c.Snapshots = &store
+			})
+			// given a snapshot whose store is held
+			exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
+			held := func() bool {
+				select {
+				case <-store.held:
+					return true
+				case <-time.After(100 * time.Millisecond):
+					return false
+				}
+			}
+			for i := 0; !held(); i++ {
+				if i == 6 {
+					t.Fatal("no snapshot after 6 players funded, one every 5 events")
+				}
+				fundedPlayer(t, n.w, fmt.Sprint("before", i), 1000)
+			}
+			// when the writer goes on
+			for i := range after {
+				fundedPlayer(t, n.w, fmt.Sprint("after", i), 1000)
+			}
+			// then the follower applies its appends meanwhile
+			eventstoretest.Eventually(t, 10*time.Second, func() error {
+				n.w.snap.mu.Lock()
+				defer n.w.snap.mu.Unlock()
+				if q := len(n.w.snap.queue); q > 0 {
+					return fmt.Errorf("%d appends wait for the follower", q)
+				}
+				return nil
+			})
+			// and the close abandons the store for the closing snapshot
+			last := n.w.LastSeq()
+			n.stop()
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			if !slices.Equal(store.stored, []bool{false, true}) || store.seqs[0] > last || store.seqs[1] != last {
+				t.Fatalf("snapshots saved at %v, stored %v; want one held at or before %d and abandoned, then the closing one at %d",
+					store.seqs, store.stored, last, last)
+			}
+		})
 	}
 }

@@ -87,8 +87,9 @@ type Config struct {
 	// ClosingSnapshots, when set, stores the snapshot taken as the writer
 	// closes instead of Snapshots: on the embedded default, the same slot
 	// unpaced, since nothing waits on the server or the cores then and the
-	// pace would only make the stop wait (14 s for the 56 MB after three
-	// sold-out blocks at WriterSnapshotPace).
+	// pace would only make the stop wait (20 s for the 56 MB after three
+	// sold-out blocks at WriterSnapshotPace, bounded by
+	// WriterSnapshotWithin); on a cluster, at the bucket's pace.
 	ClosingSnapshots SnapshotStore
 	// SnapshotSpans, when set, records when each snapshot was taken, for
 	// a measurement of the latency while one is (tresor simulate).

@@ -205,9 +205,14 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 		wcfg.Snapshots = slot
 		if cfg.NATSURL == "" {
 			// The server is this process's, and its writer has stopped
-			// when it closes. A node of a cluster keeps the pace: a
-			// standby may be taking over on the same servers.
+			// when it closes.
 			wcfg.ClosingSnapshots = slot.Paced(-1)
+		} else {
+			// A standby may be taking over on the same servers: the
+			// bucket's pace, as the read models' at a node's stop, and
+			// not the writer's, which the stop would wait for (12 s for
+			// 12 MB).
+			wcfg.ClosingSnapshots = slot.Paced(0)
 		}
 	}
 	if s.logger != nil {
