@@ -169,7 +169,9 @@ func (f *follower) takeSnapshots(ctx context.Context) {
 			continue
 		}
 		if seq, data, encoded, ok := f.encode(); ok {
-			settlement.StoreSnapshot(context.Background(), f.cfg.Snapshots, f.log, seq, data, encoded)
+			// A stop cuts the store short: at the writer's pace it
+			// would wait for it (12 s for 12 MB).
+			settlement.StoreSnapshot(ctx, f.cfg.Snapshots, f.log, seq, data, encoded)
 		}
 	}
 }

@@ -87,7 +87,9 @@ func (s *Snapshots) partMAC(manifest, id string, i int, data []byte) string {
 // PartWriter stores what is written to it as parts of at most max bytes,
 // for PutParts' write.
 type PartWriter struct {
-	ctx      context.Context
+	// ctx bounds the requests to the server; cut, the caller's context,
+	// cuts the bytes short (PutParts).
+	ctx, cut context.Context
 	s        *Snapshots
 	manifest snapshotManifest
 	name     string
@@ -155,7 +157,7 @@ func (w *PartWriter) put(data []byte) error {
 	i := len(w.manifest.Parts)
 	name := partName(w.name, w.manifest.ID, i)
 	meta := jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(w.s.cfg.ChunkBytes)}}
-	if _, err := w.s.os.Put(w.ctx, meta, &pacedReader{ctx: w.ctx, pace: &w.pace, data: data}); err != nil {
+	if _, err := w.s.os.Put(w.ctx, meta, &pacedReader{ctx: w.cut, pace: &w.pace, data: data}); err != nil {
 		return fmt.Errorf("put snapshot part %s: %w", name, err)
 	}
 	w.manifest.Parts = append(w.manifest.Parts, snapshotPart{Bytes: len(data), MAC: w.s.partMAC(w.name, w.manifest.ID, i, data)})
@@ -177,6 +179,9 @@ type pacedReader struct {
 func (r *pacedReader) Read(p []byte) (int, error) {
 	if len(r.data) == 0 {
 		return 0, io.EOF
+	}
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
 	}
 	if err := r.pace.wait(r.ctx, min(len(p), len(r.data))); err != nil {
 		return 0, err
@@ -228,18 +233,33 @@ func (w *PartWriter) Cut() error {
 // of at most SnapshotConfig.PartBytes stored as write goes (so that write
 // can stream its encoding without holding it whole), then a manifest naming
 // them, written last; then it deletes the oldest snapshots beyond Keep.
+//
+// A cancel of ctx cuts the store short at its next chunk: no more bytes
+// are sent, the chunks of the part being sent are purged, and no manifest
+// is written. The requests to the server keep ctx's deadline (and
+// snapshotPurgeGrace more) but not its cancel: the Object Store purges a
+// part cut short with its Put's context, and a cancelled one would leave
+// its chunks in the bucket for ever, under no name that a prune lists.
 func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(*PartWriter) error) error {
 	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return fmt.Errorf("put snapshot: %w", err)
 	}
+	req, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		req, cancel = context.WithDeadline(req, deadline.Add(snapshotPurgeGrace))
+	}
+	defer cancel()
 	meta.Bytes = 0
-	w := &PartWriter{ctx: ctx, s: s, name: snapshotName(meta.Kind, meta.Chain, meta.Sequence),
+	w := &PartWriter{ctx: req, cut: ctx, s: s, name: snapshotName(meta.Kind, meta.Chain, meta.Sequence),
 		manifest: snapshotManifest{SnapshotMeta: meta, ID: hex.EncodeToString(id[:])}, max: s.cfg.PartBytes,
 		pace: pace{rate: s.cfg.PaceBytesPerSecond}}
 	err := write(w)
 	if err == nil {
 		err = w.flush()
+	}
+	if err == nil {
+		err = ctx.Err()
 	}
 	var mb []byte
 	if err == nil {
@@ -247,7 +267,7 @@ func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(
 	}
 	if err == nil {
 		om := jetstream.ObjectMeta{Name: w.name, Metadata: map[string]string{snapshotManifestKey: snapshotManifestVersion, snapshotMACKey: s.manifestMAC(w.name, mb)}}
-		if _, err = s.os.Put(ctx, om, bytes.NewReader(mb)); err != nil {
+		if _, err = s.os.Put(req, om, bytes.NewReader(mb)); err != nil {
 			err = fmt.Errorf("put snapshot manifest %s: %w", w.name, err)
 		}
 	}
@@ -256,8 +276,12 @@ func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(
 		// once older than every snapshot kept.
 		return fmt.Errorf("put snapshot %s: %w", w.name, err)
 	}
-	return s.prune(ctx, meta.Kind, meta.Chain)
+	return s.prune(req, meta.Kind, meta.Chain)
 }
+
+// snapshotPurgeGrace is the time a store whose deadline has passed still
+// has to purge the part it was sending.
+const snapshotPurgeGrace = 5 * time.Second
 
 // prune deletes the oldest snapshots beyond Keep, and every part older
 // than the oldest snapshot kept: those of the snapshots deleted and those

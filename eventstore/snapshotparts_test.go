@@ -601,3 +601,37 @@ func keepingTwo(t *testing.T, n int) (*eventstore.NATSStore, *eventstore.Snapsho
 	}
 	return store, snaps, snapshotBucket(t, store), seqs
 }
+
+// TestASnapshotCutShortLeavesNoChunkBehind: a store cancelled while it
+// sends a part (the writer's close abandoning a paced store) ends with an
+// error wrapping context.Canceled and leaves nothing in the bucket: no
+// manifest, and none of the part's chunks, which would be under no name
+// that a prune lists, kept for ever.
+func TestASnapshotCutShortLeavesNoChunkBehind(t *testing.T) {
+	store, seq := oneEventStore(t)
+	snaps, err := store.OpenSnapshots(context.Background(), eventstore.SnapshotConfig{Key: snapKey, ChunkBytes: 64 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := snaps.Slot("writer", "c1", 1, "r").Paced(256 << 10)
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(300*time.Millisecond, cancel)
+	if err := slot.Save(ctx, seq, pattern(1<<20, 3)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a store cut short after 0.3 s of 4 s: %v, want context.Canceled", err)
+	}
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := js.Stream(eventstoretest.Ctx(t, time.Minute), "OBJ_"+eventstore.SnapshotBucketDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(eventstoretest.Ctx(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != 0 {
+		t.Fatalf("the bucket holds %d messages (%d bytes) after a store cut short, want none", info.State.Msgs, info.State.Bytes)
+	}
+}

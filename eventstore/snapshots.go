@@ -24,7 +24,7 @@ const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 
 // SnapshotPaceDefault is the default SnapshotConfig.PaceBytesPerSecond:
 // a read models' snapshot of 300 MB is stored in about 19 s (the writer's
-// slot stores at a quarter of it: settlement.WriterSnapshotPace). On a
+// slot stores at a sixteenth of it: settlement.WriterSnapshotPace). On a
 // quiet machine the commands' p99 while a snapshot was stored at 32 MiB/s
 // was 1.38 times their p99 outside (median of 16 runs), at 16 MiB/s 1.22
 // (6 runs), and 1.10 to 1.23 (two builds, 3 runs each) with a bucket not
@@ -384,7 +384,8 @@ func (s *Snapshots) Slot(kind, chain string, format int, ruleSet string) *Snapsh
 
 // Paced returns the slot whose saves send their bytes at most at
 // bytesPerSecond, whatever the bucket's pace (negative: as fast as the
-// server takes them; 0: at the bucket's pace).
+// server takes them; 0: at the bucket's pace), within the time of a slot
+// made by PacedWithin.
 func (sl *SnapshotSlot) Paced(bytesPerSecond int) *SnapshotSlot {
 	c := *sl
 	c.pace = bytesPerSecond
@@ -401,12 +402,22 @@ func (sl *SnapshotSlot) PacedWithin(bytesPerSecond int, within time.Duration) *S
 	return c
 }
 
+// PaceWithin returns the pace, in bytes a second, that sends bytes at
+// bytesPerSecond or in within, whichever is faster (within 0: at
+// bytesPerSecond).
+func PaceWithin(bytesPerSecond, bytes int, within time.Duration) int {
+	if within <= 0 {
+		return bytesPerSecond
+	}
+	return max(bytesPerSecond, int(time.Duration(bytes)*time.Second/within))
+}
+
 // Save stores data, the state after the event at stream sequence seq (see
 // SaveParts).
 func (sl *SnapshotSlot) Save(ctx context.Context, seq uint64, data []byte) error {
 	return sl.SaveParts(ctx, seq, func(w *PartWriter) error {
-		if sl.within > 0 && w.pace.rate > 0 {
-			w.pace.rate = max(w.pace.rate, int(time.Duration(len(data))*time.Second/sl.within))
+		if w.pace.rate > 0 {
+			w.pace.rate = PaceWithin(w.pace.rate, len(data), sl.within)
 		}
 		return w.writeWhole(data)
 	})

@@ -56,9 +56,9 @@ func WriterSnapshots(s *eventstore.Snapshots, rules *domain.RuleSet) *eventstore
 // and taken every ten minutes, keep the bucket's pace.
 const WriterSnapshotPace = 1 << 20
 
-// WriterSnapshotWithin bounds a writer snapshot's store at its pace: one
-// of 56 MB (three blocks sold within 48 hours) goes at 2.8 MiB/s, well
-// within snapshotSaveMax.
+// WriterSnapshotWithin bounds the time a writer snapshot's bytes take at
+// its pace: one of 56 MB (three blocks sold within 48 hours) goes at
+// 2.7 MiB/s, well within snapshotSaveMax.
 const WriterSnapshotWithin = 20 * time.Second
 
 // Follower is a ledger that follows events applied elsewhere first — the
@@ -303,7 +303,9 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 	}
 	tick := time.NewTicker(min(s.interval, time.Minute))
 	defer tick.Stop()
-	defer s.abandonStore()
+	// A writer that failed takes no closing snapshot: the store of the
+	// last one, of acknowledged events only, is let finish.
+	defer s.awaitStored()
 	for {
 		if SnapshotDue(&s.cfg, s.since, s.taken) && s.isStored() {
 			s.save()
@@ -315,12 +317,15 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 			}
 		case <-tick.C:
 		case <-stop:
+			if !s.follow() {
+				return
+			}
 			// A store still going at the writer's pace would make the
 			// close wait for it (up to WriterSnapshotWithin): it is
 			// abandoned, and the closing snapshot, which holds all it
 			// held, goes in its place.
 			cutShort := s.abandonStore()
-			if s.follow() && (s.since > 0 || cutShort) {
+			if s.since > 0 || cutShort {
 				// The writer has stopped: nobody waits on the cores, and
 				// the close waits for this one.
 				s.enc.Pause = nil
@@ -364,8 +369,9 @@ func (s *snapshotter) abandonStore() bool {
 	return !s.storedOK
 }
 
-// followYieldEvery is how many events the follower applies between two
-// yields of its processor: after an encoding it has the appends
+// followYieldEvery is how many events the follower applies, at least,
+// between two yields of its processor (it yields between two appends):
+// after an encoding it has the appends
 // acknowledged meanwhile to apply (a second or two of them), and applied
 // in one stretch they would hold a processor for tens of milliseconds,
 // which the commands in flight on two cores would wait for.

@@ -425,7 +425,9 @@ func TestTheFollowerAppliesTheAppendsWhileASnapshotIsStored(t *testing.T) {
 	for _, after := range []int{4, 0} {
 		t.Run(fmt.Sprint("players funded after it ", after), func(t *testing.T) {
 			store := heldStore{held: make(chan struct{}), release: make(chan struct{})}
-			t.Cleanup(func() { close(store.release) }) // before the node's stop, registered first
+			// Run after the node's stop (cleanups run last registered
+			// first): a close that waited for the store would end then.
+			t.Cleanup(func() { close(store.release) })
 			n := startNodeWith(t, t.TempDir(), func(n *node, c *Config) {
 				c.Rules = projectionstest.SmallRules(t)
 				c.SnapshotEvery = 5
@@ -465,9 +467,14 @@ func TestTheFollowerAppliesTheAppendsWhileASnapshotIsStored(t *testing.T) {
 				}
 				return nil
 			})
-			// and the close abandons the store for the closing snapshot
+			// and the close abandons the store for the closing snapshot,
+			// without waiting for it (held, it would wait snapshotSaveMax)
 			last := n.w.LastSeq()
+			start := time.Now()
 			n.stop()
+			if took := time.Since(start); took > snapshotSaveMax/2 {
+				t.Fatalf("the close took %s: it waited for the store", took)
+			}
 			store.mu.Lock()
 			defer store.mu.Unlock()
 			if !slices.Equal(store.stored, []bool{false, true}) || store.seqs[0] > last || store.seqs[1] != last {

@@ -385,7 +385,8 @@ func measureLatencyYardstick(ctx context.Context, st *stream, rep *simulateRepor
 	}
 	if st.snapshotSpans != nil {
 		if p := st.snapshotSpans.PhaseCPU(plays.began, plays.ended); p.Snapshots > 0 {
-			y.PutBytes, y.PutEvery, y.PutPace = p.Bytes/p.Snapshots, plays.ended.Sub(plays.began)/time.Duration(p.Snapshots), settlement.WriterSnapshotPace
+			y.PutBytes, y.PutEvery = p.Bytes/p.Snapshots, plays.ended.Sub(plays.began)/time.Duration(p.Snapshots)
+			y.PutPace = eventstore.PaceWithin(settlement.WriterSnapshotPace, y.PutBytes, settlement.WriterSnapshotWithin)
 		}
 	}
 	f, err := eventstore.MeasureCommandLatency(ctx, st.store, y)
