@@ -312,6 +312,7 @@ func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
 		}
 	}
 	if oldest == "" {
+		s.sweepChunks(ctx)
 		return nil
 	}
 	prefix := "part." + kind + "." + chain + "."
@@ -324,6 +325,78 @@ func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
 			}
 		}
 	}
+	s.sweepChunks(ctx)
+	return nil
+}
+
+// sweepChunks purges the chunks of objects that were never described and
+// whose newest chunk is older than SnapshotConfig.OrphanChunkAge: a store
+// cut short by a crash (kill -9) leaves the chunks it sent under a NUID
+// that only the object's description would have named, so that no prune
+// by name ever finds them. Each object described has at most one chunk
+// subject, so the descriptions are read only when the chunk subjects
+// outnumber them (after the prune above, every description left is an
+// object's). A failure is logged: the snapshot is stored, and the next
+// prune sweeps again.
+func (s *Snapshots) sweepChunks(ctx context.Context) {
+	if err := s.sweep(ctx); err != nil {
+		s.cfg.Logger.Warn("snapshot chunks not swept", "err", err)
+	}
+}
+
+func (s *Snapshots) sweep(ctx context.Context) error {
+	rctx, cancel := s.store.reqCtx(ctx)
+	defer cancel()
+	info, err := s.stream.Info(rctx, jetstream.WithSubjectFilter(s.chunkPrefix+">"))
+	if err != nil {
+		return fmt.Errorf("list snapshot chunks: %w", err)
+	}
+	names, err := s.objectNames(ctx)
+	if err != nil || len(info.State.Subjects) <= len(names) {
+		return err
+	}
+	described := make(map[string]bool, len(names))
+	for _, name := range names {
+		oi, err := s.os.GetInfo(ctx, name, jetstream.GetObjectInfoShowDeleted())
+		switch {
+		case errors.Is(err, jetstream.ErrObjectNotFound):
+			// Pruned meanwhile (the other kind's prune): its chunks with it.
+		case err != nil:
+			return fmt.Errorf("sweep snapshot chunks: %w", err)
+		default:
+			described[oi.NUID] = true
+		}
+	}
+	for subj := range info.State.Subjects {
+		if described[strings.TrimPrefix(subj, s.chunkPrefix)] {
+			continue
+		}
+		if err := s.purgeOrphan(ctx, subj); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// purgeOrphan purges the chunks on subj if its newest is older than
+// SnapshotConfig.OrphanChunkAge.
+func (s *Snapshots) purgeOrphan(ctx context.Context, subj string) error {
+	ctx, cancel := s.store.reqCtx(ctx)
+	defer cancel()
+	last, err := s.stream.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("sweep snapshot chunks %s: %w", subj, err)
+	}
+	if time.Since(last.Time) < s.cfg.OrphanChunkAge {
+		return nil
+	}
+	if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+		return fmt.Errorf("purge snapshot chunks %s: %w", subj, err)
+	}
+	s.cfg.Logger.Info("snapshot chunks of a store cut short purged", "subject", subj, "newest", last.Time)
 	return nil
 }
 

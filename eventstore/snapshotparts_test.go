@@ -635,3 +635,58 @@ func TestASnapshotCutShortLeavesNoChunkBehind(t *testing.T) {
 		t.Fatalf("the bucket holds %d messages (%d bytes) after a store cut short, want none", info.State.Msgs, info.State.Bytes)
 	}
 }
+
+// TestAPruneSweepsTheChunksACrashLeft: the chunks a store cut short by a
+// crash left (under a NUID that no object's description names) are purged
+// by a prune once their newest is older than OrphanChunkAge, and not
+// before (they may be a store in progress); the snapshots kept still load.
+func TestAPruneSweepsTheChunksACrashLeft(t *testing.T) {
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	store, seq := oneEventStore(t)
+	age := 500 * time.Millisecond
+	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, OrphanChunkAge: age})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slot := snaps.Slot("writer", "c1", 1, "r")
+	js, err := jetstream.New(store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphan := "$O." + eventstore.SnapshotBucketDefault + ".C.crashedstore0000000000"
+	for range 3 {
+		if _, err := js.Publish(ctx, orphan, pattern(64<<10, 5)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bucket, err := js.Stream(ctx, "OBJ_"+eventstore.SnapshotBucketDefault)
+	if err != nil {
+		t.Fatal(err)
+	}
+	orphans := func() uint64 {
+		info, err := bucket.Info(ctx, jetstream.WithSubjectFilter(orphan))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.State.Subjects[orphan]
+	}
+	data := pattern(300<<10, 9)
+	// a prune while they are young keeps them
+	if err := slot.Save(ctx, seq, data); err != nil {
+		t.Fatal(err)
+	}
+	if n := orphans(); n != 3 {
+		t.Fatalf("%d orphan chunks after a prune within %s of them, want the 3 kept", n, age)
+	}
+	// a prune once they are older purges them
+	time.Sleep(age)
+	if err := slot.Save(ctx, seq, data); err != nil {
+		t.Fatal(err)
+	}
+	if n := orphans(); n != 0 {
+		t.Fatalf("%d orphan chunks after a prune %s after them, want none", n, age)
+	}
+	if _, got, _, err := slot.Load(ctx); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the snapshot kept loads %d bytes (%v), want the %d stored", len(got), err, len(data))
+	}
+}

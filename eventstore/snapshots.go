@@ -31,6 +31,11 @@ const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 // synced chunk by chunk (docs/performance.md, "Slower snapshots").
 const SnapshotPaceDefault = 16 << 20
 
+// SnapshotOrphanChunkAgeDefault is the default
+// SnapshotConfig.OrphanChunkAge: far beyond the time one part (at most
+// SnapshotPartBytesMax) takes at the slowest pace, 16 s at 1 MiB/s.
+const SnapshotOrphanChunkAgeDefault = 10 * time.Minute
+
 // SnapshotChunkDefault is the default SnapshotConfig.ChunkBytes: 1 MiB,
 // the server's default max_payload (a chunk is a message without headers).
 const SnapshotChunkDefault = 1 << 20
@@ -95,6 +100,12 @@ type SnapshotConfig struct {
 	// commits; the Object Store's own default, 128 KiB, made eight times
 	// as many for the same bytes.
 	ChunkBytes int
+	// OrphanChunkAge is how old the newest chunk of an object that was
+	// never described must be for a prune to purge its chunks (default
+	// SnapshotOrphanChunkAgeDefault): a store cut short by a crash leaves
+	// them; a younger one may be a store in progress, this process's or
+	// another node's.
+	OrphanChunkAge time.Duration
 	// Logger, when set, logs each phase of a load with its duration: the
 	// bucket opened, the newest snapshot found, its manifest read, its head
 	// checked against the stream, each section fetched (bytes, MB/s); and
@@ -113,7 +124,9 @@ type Snapshots struct {
 	// description without the encoded name.
 	stream     jetstream.Stream
 	metaPrefix string
-	cfg        SnapshotConfig
+	// chunkPrefix is the subject of an object's chunks without its NUID.
+	chunkPrefix string
+	cfg         SnapshotConfig
 }
 
 // Metadata keys of a snapshot object.
@@ -146,6 +159,9 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 	if cfg.ChunkBytes <= 0 {
 		cfg.ChunkBytes = SnapshotChunkDefault
 	}
+	if cfg.OrphanChunkAge <= 0 {
+		cfg.OrphanChunkAge = SnapshotOrphanChunkAgeDefault
+	}
 	// A chunk is published as one message: a server configured with a
 	// smaller max_payload than the default would refuse it.
 	if mp := s.nc.MaxPayload(); mp > 0 && int64(cfg.ChunkBytes) > mp {
@@ -160,7 +176,7 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 		if err != nil {
 			return nil, err
 		}
-		return &Snapshots{store: s, os: os, stream: stream, metaPrefix: "$O." + cfg.Bucket + ".M.", cfg: cfg}, nil
+		return &Snapshots{store: s, os: os, stream: stream, metaPrefix: "$O." + cfg.Bucket + ".M.", chunkPrefix: "$O." + cfg.Bucket + ".C.", cfg: cfg}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("open snapshot bucket %s: %w", cfg.Bucket, err)

@@ -3,6 +3,7 @@ package settlement
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -483,4 +484,55 @@ func TestTheFollowerAppliesTheAppendsWhileASnapshotIsStored(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestASnapshotDueAtAStartHoldsTheEventsReplayed: a writer that replayed
+// more than SnapshotEvery events after the snapshot it started from takes
+// one at once, of the state it replayed to, not the one it started from
+// again.
+func TestASnapshotDueAtAStartHoldsTheEventsReplayed(t *testing.T) {
+	dir := t.TempDir()
+	var saves saveRecorder
+	start := func(withSnapshots bool, every int) *node {
+		return startNodeWith(t, dir, func(n *node, c *Config) {
+			c.Rules = projectionstest.SmallRules(t)
+			if !withSnapshots {
+				return
+			}
+			c.SnapshotEvery = every
+			snaps, err := n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			saves.SnapshotStore = WriterSnapshots(snaps, c.Rules).Paced(-1)
+			c.Snapshots = &saves
+		})
+	}
+	// given a snapshot, then events recorded after it by a writer
+	// without snapshots
+	n := start(true, 1000)
+	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
+	fundedPlayer(t, n.w, "early", 500)
+	n.stop()
+	taken := saves.seq.Load()
+	n = start(false, 0)
+	for i := range 3 {
+		fundedPlayer(t, n.w, fmt.Sprint("late", i), 500)
+	}
+	last := n.w.LastSeq()
+	n.stop()
+	// when a writer that snapshots every 2 events starts from it
+	saves.saves.Store(0)
+	n = start(true, 2)
+	// then its first snapshot holds the events it replayed
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		if saves.saves.Load() == 0 {
+			return errors.New("no snapshot taken yet")
+		}
+		return nil
+	})
+	if got := saves.seq.Load(); got != last {
+		t.Fatalf("first snapshot after the start at %d; want the replayed head %d (the one started from: %d)", got, last, taken)
+	}
+	n.stop()
 }
