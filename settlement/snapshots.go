@@ -230,7 +230,9 @@ type snapshotter struct {
 }
 
 // newSnapshotter follows on from f, or from the snapshot data taken at
-// dataSeq when f is nil; since counts the events replayed after it.
+// dataSeq when f is nil; since counts the events f applied since the
+// snapshot it started from (those queued are counted as they are
+// applied).
 func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since int) *snapshotter {
 	s := &snapshotter{f: f, data: data, dataSeq: dataSeq, cfg: cfg, store: cfg.Snapshots, closing: cfg.ClosingSnapshots,
 		interval: cfg.SnapshotInterval, log: cfg.Logger, wake: make(chan struct{}, 1), since: since, taken: time.Now()}

@@ -345,15 +345,16 @@ func TestTheFollowerAppliesTheEventsReplayedAfterItsSnapshot(t *testing.T) {
 }
 
 // saveRecorder is a SnapshotStore that counts its saves and remembers the
-// sequence of the last.
+// sequence of the first and of the last.
 type saveRecorder struct {
 	SnapshotStore
-	saves atomic.Int32
-	seq   atomic.Uint64
+	saves      atomic.Int32
+	first, seq atomic.Uint64
 }
 
 func (r *saveRecorder) Save(ctx context.Context, seq uint64, data []byte) error {
 	r.saves.Add(1)
+	r.first.CompareAndSwap(0, seq)
 	r.seq.Store(seq)
 	return r.SnapshotStore.Save(ctx, seq, data)
 }
@@ -486,17 +487,15 @@ func TestTheFollowerAppliesTheAppendsWhileASnapshotIsStored(t *testing.T) {
 	}
 }
 
-// TestASnapshotDueAtAStartHoldsTheEventsReplayed: a writer that replayed
-// more than SnapshotEvery events after the snapshot it started from takes
-// one at once, of the state it replayed to, not the one it started from
-// again.
-func TestASnapshotDueAtAStartHoldsTheEventsReplayed(t *testing.T) {
-	dir := t.TempDir()
-	var saves saveRecorder
-	start := func(withSnapshots bool, every int) *node {
+// replayedAfterASnapshot makes, in dir, a snapshot and then events
+// recorded after it by a writer without snapshots; it returns a start of a
+// writer with snapshots every `every` events whose saves go to saves, the
+// head the events reach (a seal may follow it) and how many there are.
+func replayedAfterASnapshot(t *testing.T, dir string, saves *saveRecorder) (start func(every int) *node, head uint64, events int) {
+	start = func(every int) *node {
 		return startNodeWith(t, dir, func(n *node, c *Config) {
 			c.Rules = projectionstest.SmallRules(t)
-			if !withSnapshots {
+			if every == 0 {
 				return
 			}
 			c.SnapshotEvery = every
@@ -505,34 +504,71 @@ func TestASnapshotDueAtAStartHoldsTheEventsReplayed(t *testing.T) {
 				t.Fatal(err)
 			}
 			saves.SnapshotStore = WriterSnapshots(snaps, c.Rules).Paced(-1)
-			c.Snapshots = &saves
+			c.Snapshots = saves
 		})
 	}
-	// given a snapshot, then events recorded after it by a writer
-	// without snapshots
-	n := start(true, 1000)
+	n := start(1000)
 	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
 	fundedPlayer(t, n.w, "early", 500)
 	n.stop()
-	taken := saves.seq.Load()
-	n = start(false, 0)
+	n = start(0)
+	lim := domain.Amount(1000)
 	for i := range 3 {
-		fundedPlayer(t, n.w, fmt.Sprint("late", i), 500)
+		player := fmt.Sprint("late", i)
+		events += len(exec(t, n.w, domain.ConfigureAccount{Player: player, DepositLimit: &lim}).Events)
+		events += len(exec(t, n.w, domain.Deposit{Player: player, Amount: 500, Key: "fund-" + player}).Events)
 	}
-	last := n.w.LastSeq()
+	head = n.w.LastSeq()
 	n.stop()
-	// when a writer that snapshots every 2 events starts from it
 	saves.saves.Store(0)
-	n = start(true, 2)
-	// then its first snapshot holds the events it replayed
+	saves.first.Store(0)
+	return start, head, events
+}
+
+// firstSave waits for the first snapshot saved and returns its sequence.
+func firstSave(t *testing.T, saves *saveRecorder) uint64 {
 	eventstoretest.Eventually(t, 10*time.Second, func() error {
 		if saves.saves.Load() == 0 {
 			return errors.New("no snapshot taken yet")
 		}
 		return nil
 	})
-	if got := saves.seq.Load(); got != last {
-		t.Fatalf("first snapshot after the start at %d; want the replayed head %d (the one started from: %d)", got, last, taken)
-	}
-	n.stop()
+	return saves.first.Load()
+}
+
+// TestASnapshotDueAtAStartHoldsTheEventsReplayed: a writer that replayed
+// more than SnapshotEvery events after the snapshot it started from takes
+// one at once, of the state it replayed to, not the one it started from
+// again; one that replayed fewer counts them once, and takes its first
+// when as many more come as make SnapshotEvery.
+func TestASnapshotDueAtAStartHoldsTheEventsReplayed(t *testing.T) {
+	t.Run("more than SnapshotEvery", func(t *testing.T) {
+		var saves saveRecorder
+		start, head, _ := replayedAfterASnapshot(t, t.TempDir(), &saves)
+		n := start(2)
+		defer n.stop()
+		if got := firstSave(t, &saves); got != head {
+			t.Fatalf("first snapshot after the start at %d; want the replayed head %d", got, head)
+		}
+	})
+	t.Run("one fewer than SnapshotEvery", func(t *testing.T) {
+		var saves saveRecorder
+		start, _, events := replayedAfterASnapshot(t, t.TempDir(), &saves)
+		n := start(events + 1)
+		defer n.stop()
+		// once the follower has taken the events replayed
+		eventstoretest.Eventually(t, 10*time.Second, func() error {
+			n.w.snap.mu.Lock()
+			defer n.w.snap.mu.Unlock()
+			if q := len(n.w.snap.queue); q > 0 {
+				return fmt.Errorf("%d appends wait for the follower", q)
+			}
+			return nil
+		})
+		lim := domain.Amount(300)
+		exec(t, n.w, domain.ConfigureAccount{Player: "late0", StakeLimit: &lim})
+		if got, want := firstSave(t, &saves), n.w.LastSeq(); got != want {
+			t.Fatalf("first snapshot after the start at %d; want %d, once the one event more came", got, want)
+		}
+	})
 }

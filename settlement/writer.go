@@ -321,7 +321,9 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 		// encoding one would delay the takeover; its cluster node's next
 		// follower, which follows the stream from a snapshot of its own,
 		// takes them instead (cluster.Node).
-		w.snap = newSnapshotter(cfg, follower, followerData, after, replayed)
+		// The events of the tail are counted as the follower applies
+		// them; those the fresh follower applied already, here.
+		w.snap = newSnapshotter(cfg, follower, followerData, after, replayed-len(tail.recs))
 		if len(tail.recs) > 0 {
 			w.snap.push(tail)
 		}
