@@ -384,6 +384,20 @@ func TestTheClosingSnapshotGoesToItsOwnStore(t *testing.T) {
 	}
 }
 
+// followerTookItsQueue waits until w's snapshotter has taken every append
+// queued for its follower.
+func followerTookItsQueue(t *testing.T, w *Writer) {
+	t.Helper()
+	eventstoretest.Eventually(t, 10*time.Second, func() error {
+		w.snap.mu.Lock()
+		defer w.snap.mu.Unlock()
+		if q := len(w.snap.queue); q > 0 {
+			return fmt.Errorf("%d appends wait for the follower", q)
+		}
+		return nil
+	})
+}
+
 // heldStore is a SnapshotStore whose first Save waits for release or its
 // context's end, and which records the sequence of every save, in order,
 // and whether it stored it.
@@ -461,14 +475,7 @@ func TestTheFollowerAppliesTheAppendsWhileASnapshotIsStored(t *testing.T) {
 				fundedPlayer(t, n.w, fmt.Sprint("after", i), 1000)
 			}
 			// then the follower applies its appends meanwhile
-			eventstoretest.Eventually(t, 10*time.Second, func() error {
-				n.w.snap.mu.Lock()
-				defer n.w.snap.mu.Unlock()
-				if q := len(n.w.snap.queue); q > 0 {
-					return fmt.Errorf("%d appends wait for the follower", q)
-				}
-				return nil
-			})
+			followerTookItsQueue(t, n.w)
 			// and the close abandons the store for the closing snapshot,
 			// without waiting for it (held, it would wait snapshotSaveMax)
 			last := n.w.LastSeq()
@@ -557,14 +564,7 @@ func TestASnapshotDueAtAStartHoldsTheEventsReplayed(t *testing.T) {
 		n := start(events + 1)
 		defer n.stop()
 		// once the follower has taken the events replayed
-		eventstoretest.Eventually(t, 10*time.Second, func() error {
-			n.w.snap.mu.Lock()
-			defer n.w.snap.mu.Unlock()
-			if q := len(n.w.snap.queue); q > 0 {
-				return fmt.Errorf("%d appends wait for the follower", q)
-			}
-			return nil
-		})
+		followerTookItsQueue(t, n.w)
 		lim := domain.Amount(300)
 		exec(t, n.w, domain.ConfigureAccount{Player: "late0", StakeLimit: &lim})
 		if got, want := firstSave(t, &saves), n.w.LastSeq(); got != want {
