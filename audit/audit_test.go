@@ -84,7 +84,7 @@ func TestNaiveTamperOfAnExportBreaksTheHashChain(t *testing.T) {
 				return
 			}
 			v := wantCode(t, r, tc.code, audit.CodeChainBroken, audit.CodeSequenceGap, audit.CodePlaySequence, audit.CodePrizePayment,
-				audit.CodeBalanceMismatch, audit.CodeBooksUnbalanced, audit.CodeSealInvalid)
+				audit.CodeBalanceMismatch, audit.CodeBooksUnbalanced, audit.CodeSealInvalid, audit.CodeAppendTorn)
 			if v.Sequence != tc.seq {
 				t.Fatalf("first %s at sequence %d, want %d: %+v", tc.code, v.Sequence, tc.seq, r.Violations)
 			}

@@ -91,6 +91,9 @@ type Auditor struct {
 	eventViolations savedViolations
 	// checked counts the events checked so far, for progress reports.
 	checked atomic.Uint64
+	// tornAt is the first sequence of a torn append at the source's end
+	// (Torn), 0 for none.
+	tornAt uint64
 }
 
 // worker is a unit of parallel work: a batch to decode or pure checks.
@@ -284,7 +287,7 @@ func (b *batch) run(*Auditor) {
 // decode reads an event's domain payload and checks that its envelope
 // agrees with it.
 func decode(ev *eventstore.RecordedEvent) decoded {
-	if ev.Type == eventstore.SealType {
+	if !ev.LedgerFact() {
 		return decoded{}
 	}
 	bad := func(expected, found string) decoded {
@@ -335,6 +338,45 @@ func (a *Auditor) sequential() {
 	a.st.flushJobs()
 	if a.cfg.ReadModels != nil {
 		a.flushReadModels()
+	}
+}
+
+// Torn reports the events of an append cut short at the end of the
+// source, with no Void after them (eventstore.WholeAppends): an
+// append_torn violation. They are not checked, so that an incremental
+// audit's state ends before them and the next audit reads them with the
+// Void the writer adds.
+func (a *Auditor) Torn(torn []eventstore.RecordedEvent) {
+	if len(torn) == 0 {
+		return
+	}
+	a.tornAt = torn[0].Sequence
+	a.vs.add(Violation{Sequence: torn[0].Sequence, Code: CodeAppendTorn, Subject: "chain " + torn[0].Chain,
+		Expected: fmt.Sprintf("the %d events its first event announces, or a Void after them", torn[0].AppendRemaining+1),
+		Found:    fmt.Sprintf("the stream ends after %d of them", len(torn))})
+}
+
+// brokenAppend reports an append cut short before another begins, or a
+// Void that names no torn append: the events go on to the checks as they
+// are.
+func (a *Auditor) brokenAppend(err *eventstore.IntegrityError) {
+	a.vs.add(Violation{Sequence: err.Sequence, Code: CodeAppendTorn, Subject: err.What, Expected: err.Expected, Found: err.Found})
+}
+
+// Truncated reports a stream that ends at sequence end (before a torn
+// append at its end, if Torn found one), short of what evidence names: a
+// stream_truncated violation for each piece.
+func (a *Auditor) Truncated(end uint64, evidence []eventstore.Evidence) {
+	if a.tornAt != 0 {
+		end = min(end, a.tornAt-1)
+	}
+	for _, ev := range evidence {
+		if ev.Head.Sequence <= end {
+			continue
+		}
+		a.vs.add(Violation{Sequence: ev.Head.Sequence, Code: CodeStreamTruncated, Subject: "stream",
+			Expected: fmt.Sprintf("the events up to sequence %d, as %s names", ev.Head.Sequence, ev.Source),
+			Found:    fmt.Sprintf("the stream ends at %d: %d acknowledged events missing", end, ev.Head.Sequence-end)})
 	}
 }
 

@@ -392,6 +392,11 @@ func (a *Auditor) CheckContinuity(at EventAt) (bool, error) {
 			return false, fmt.Errorf("audit: read the saved head of chain %s at %d: %w", c.Chain, want.Sequence, err)
 		}
 		got := "no event"
+		if !found {
+			a.vs.add(Violation{Sequence: want.Sequence, Code: CodeStreamTruncated, Subject: "stream",
+				Expected: fmt.Sprintf("the events up to sequence %d, as the saved state verified", want.Sequence),
+				Found:    "no event: the stream ends before it"})
+		}
 		if found {
 			computed := eventstore.ComputeHash(&ev)
 			if ev.Chain == c.Chain && ev.ChainSeq == want.ChainSeq && ev.Hash == want.Hash && computed == want.Hash {

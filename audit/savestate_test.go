@@ -250,9 +250,10 @@ func TestIncrementalAuditOnALiveStream(t *testing.T) {
 		long := rewrite(t, events, operatorKey)
 		_, st := auditAndSave(t, long)
 		next, ok := resumeStore(t, st, rewrite(t, events[:cut], operatorKey))
-		v := wantCode(t, next.Finish(), audit.CodeContinuityBroken)
-		if ok || v.Found != "no event" {
-			t.Fatalf("shorter stream: continuity %t, %+v", ok, v)
+		r := next.Finish()
+		v := wantCode(t, r, audit.CodeContinuityBroken, audit.CodeStreamTruncated)
+		if ok || v.Found != "no event" || r.ViolationCounts[audit.CodeStreamTruncated] != 1 {
+			t.Fatalf("shorter stream: continuity %t, %+v, %v", ok, v, r.ViolationCounts)
 		}
 	})
 }

@@ -25,11 +25,11 @@ func ReadStore(ctx context.Context, store *eventstore.NATSStore, a *Auditor, fro
 		return 0, fmt.Errorf("audit: %w", err)
 	}
 	from = max(from, 1)
+	read, torn := eventstore.WholeAppends(check(a), a.brokenAppend)
 	for skipped := 0; from <= last; skipped++ {
 		err := store.ReadStored(ctx, from, last, func(ev eventstore.RecordedEvent) error {
-			a.Check(ev)
 			from = ev.Sequence + 1
-			return nil
+			return read(ev)
 		})
 		if err == nil {
 			break
@@ -41,7 +41,16 @@ func ReadStore(ctx context.Context, store *eventstore.NATSStore, a *Auditor, fro
 		a.Unreadable(v)
 		from = v.Sequence + 1
 	}
+	a.Torn(torn())
 	return last, nil
+}
+
+// check feeds a each event it is given, in order.
+func check(a *Auditor) func(eventstore.RecordedEvent) error {
+	return func(ev eventstore.RecordedEvent) error {
+		a.Check(ev)
+		return nil
+	}
 }
 
 // EventAt reads the event at a stream sequence, as stored; found is false
@@ -82,16 +91,18 @@ func StoreEvent(ctx context.Context, store *eventstore.NATSStore) EventAt {
 // malformed line stops the audit with an error naming it.
 func ReadExport(r io.Reader, a *Auditor, from uint64) (uint64, error) {
 	var last uint64
+	read, torn := eventstore.WholeAppends(check(a), a.brokenAppend)
 	err := eventstore.ReadExport(r, func(ev eventstore.RecordedEvent) error {
 		if ev.Sequence >= from {
-			a.Check(ev)
 			last = ev.Sequence
+			return read(ev)
 		}
 		return nil
 	})
 	if err != nil {
 		return last, fmt.Errorf("audit: %w", err)
 	}
+	a.Torn(torn())
 	return last, nil
 }
 

@@ -147,6 +147,20 @@ const (
 	CodeContinuityBroken Code = "continuity_broken"
 )
 
+// Evidence of the tail.
+const (
+	// CodeStreamTruncated: the stream ends short of a position that
+	// evidence kept outside it names (a saved audit state, the writer's
+	// high-water mark of acknowledged commits): acknowledged events were
+	// lost, as a damaged disk loses them.
+	CodeStreamTruncated Code = "stream_truncated"
+	// CodeAppendTorn: the stream ends inside an append (its events
+	// announce more than follow) with no Void after it: a write cut short
+	// that the writer has not voided yet. Its events are checked against
+	// the chain but not applied.
+	CodeAppendTorn Code = "append_torn"
+)
+
 // Read models.
 const (
 	// CodeProjectionMismatch: a PostgreSQL read-model row differs from the

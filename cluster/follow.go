@@ -124,7 +124,7 @@ func (f *follower) apply(r eventstore.RecordedEvent) error {
 	f.seq = r.Sequence
 	f.pos.Store(r.Sequence)
 	f.applied++
-	if r.Type == eventstore.SealType {
+	if !r.LedgerFact() {
 		return nil
 	}
 	e, err := domain.DecodeEvent(r.Type, r.Payload)

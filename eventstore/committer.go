@@ -67,6 +67,14 @@ type CommitterConfig struct {
 	// SealInterval seals at least this often while events arrive
 	// (default 1 minute).
 	SealInterval time.Duration
+	// HighWater, when set, keeps the position of each acknowledged batch
+	// outside the stream, written before the batch is answered; and
+	// NewCommitter checks the stream against the mark it holds, with
+	// Evidence, before it starts (see startHead).
+	HighWater HighWater
+	// Evidence lists further positions the stream must hold: the newest
+	// snapshots' manifests.
+	Evidence []Evidence
 	// MaySend, when set, is asked before each batch is sent; an error stops
 	// the committer with it, the batch unsent. A writer on a lease passes
 	// its lease's validity, so that a process frozen past its lease (and
@@ -286,7 +294,7 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 		return nil, fmt.Errorf("new committer for chain %s: pipeline depth %d on a stream of %d replicas: %w",
 			chain, cfg.PipelineDepth, s.cfg.Replicas, ErrInvalid)
 	}
-	head, err := s.ChainHead(ctx, chain)
+	head, err := s.startHead(ctx, chain, &cfg)
 	if err != nil {
 		return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
 	}
@@ -837,13 +845,17 @@ func (c *committer) acked(st *loopState, a sent) {
 		}
 		return
 	}
+	last := a.b.recs[len(a.b.recs)-1]
+	st.acked = Head{Sequence: a.seqs[len(a.seqs)-1], ChainSeq: last.ChainSeq, Hash: last.Hash}
+	if c.cfg.HighWater != nil {
+		// Before any answer: an acknowledged batch is always covered.
+		c.cfg.HighWater.Advance(st.acked)
+	}
 	ackedAt := a.b.sentAt.Add(st.lastCommit)
 	for _, p := range a.b.members {
 		p.done(AppendResult{Sequences: a.seqs[p.recs : p.recs+len(p.req.Events)],
 			Timing: AppendTiming{Queued: p.added.Sub(p.at), Held: a.b.sentAt.Sub(p.added), Committed: ackedAt.Sub(a.b.sentAt)}})
 	}
-	last := a.b.recs[len(a.b.recs)-1]
-	st.acked = Head{Sequence: a.seqs[len(a.seqs)-1], ChainSeq: last.ChainSeq, Hash: last.Hash}
 	c.stateMu.Lock()
 	c.head = st.acked
 	c.stats.Batches++

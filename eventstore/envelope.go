@@ -138,6 +138,11 @@ type RecordedEvent struct {
 	// is not hashed (header HeaderAppendRemaining); events stored before
 	// it existed read as 0, each its own append.
 	AppendRemaining int
+	// Voided marks an event of an append cut short, which a Void event
+	// after it names (see Void): it stays in the hash chain, but it is
+	// not the ledger's, and no reader applies it. Readers set it; it is
+	// neither stored nor hashed.
+	Voided bool
 }
 
 // appendField appends one length-prefixed field: 4-byte big-endian length,

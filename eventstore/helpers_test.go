@@ -35,6 +35,14 @@ func forge(tb testing.TB, store eventstore.Store, ev eventstore.RecordedEvent, p
 // every event stored before it existed.
 func publishRaw(tb testing.TB, store eventstore.Store, ev eventstore.RecordedEvent) uint64 {
 	tb.Helper()
+	return publishMarked(tb, store, ev, 0)
+}
+
+// publishMarked is publishRaw with the append marker announcing remaining
+// events after ev (none for 0): what a disk that tore an append keeps of
+// its first events.
+func publishMarked(tb testing.TB, store eventstore.Store, ev eventstore.RecordedEvent, remaining int) uint64 {
+	tb.Helper()
 	ns := store.(*eventstore.NATSStore)
 	js, err := jetstream.New(ns.Conn())
 	if err != nil {
@@ -51,6 +59,9 @@ func publishRaw(tb testing.TB, store eventstore.Store, ev eventstore.RecordedEve
 	}, Data: ev.Payload}
 	if ev.CorrelationID != "" {
 		msg.Header.Set(eventstore.HeaderCorrelation, ev.CorrelationID)
+	}
+	if remaining > 0 {
+		msg.Header.Set(eventstore.HeaderAppendRemaining, fmt.Sprint(remaining))
 	}
 	ack, err := js.PublishMsg(eventstoretest.Ctx(tb, 10*time.Second), msg)
 	if err != nil {

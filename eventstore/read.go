@@ -167,8 +167,14 @@ func (s *NATSStore) ReadFrom(ctx context.Context, from uint64, fn func(RecordedE
 	if last < from {
 		return last, nil
 	}
-	if err := s.readRange(ctx, readSpec{from: from, contiguous: true, bounded: true}, last, fn); err != nil {
+	w := &wholeAppends{fn: fn}
+	if err := s.readRange(ctx, readSpec{from: from, contiguous: true, bounded: true}, last, w.add); err != nil {
 		return 0, err
+	}
+	if torn := w.torn(); len(torn) > 0 {
+		// Never handed on: the stream ends inside an append, which the
+		// writer voids at its start.
+		return torn[0].Sequence - 1, nil
 	}
 	return last, nil
 }
@@ -217,5 +223,6 @@ func (s *NATSStore) FollowStored(ctx context.Context, from uint64, fn func(Recor
 }
 
 func (s *NATSStore) follow(ctx context.Context, spec readSpec, fn func(RecordedEvent) error) error {
-	return s.followUnstalled(ctx, spec, fn)
+	w := &wholeAppends{fn: fn}
+	return s.followUnstalled(ctx, spec, w.add)
 }

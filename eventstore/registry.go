@@ -25,10 +25,11 @@ type Registry struct {
 }
 
 // NewRegistry returns a registry that already knows the store's own Seal
-// event.
+// and Void events.
 func NewRegistry() *Registry {
 	r := &Registry{types: map[string]typeInfo{}}
 	r.types[SealType] = typeInfo{current: SealSchemaVersion}
+	r.types[VoidType] = typeInfo{current: VoidSchemaVersion}
 	return r
 }
 

@@ -437,29 +437,39 @@ func (s *Snapshots) open(ctx context.Context, name string) (SnapshotMeta, io.Rea
 		}
 		return meta, io.NopCloser(bytes.NewReader(data)), &SnapshotSections{}, nil
 	}
+	m, err := s.manifest(ctx, name, info)
+	if err != nil {
+		return SnapshotMeta{}, nil, nil, err
+	}
+	secs := &SnapshotSections{s: s, name: name, m: m}
+	return m.SnapshotMeta, secs.open(ctx, -1), secs, nil
+}
+
+// manifest reads and authenticates the manifest of the snapshot name,
+// whose object info is info; a manifest that fails is ErrSnapshotRefused.
+func (s *Snapshots) manifest(ctx context.Context, name string, info *jetstream.ObjectInfo) (*snapshotManifest, error) {
 	if v := info.Metadata[snapshotManifestKey]; v != snapshotManifestVersion {
-		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s: manifest version %s, this build reads %s", ErrSnapshotRefused, name, v, snapshotManifestVersion)
+		return nil, fmt.Errorf("%w: %s: manifest version %s, this build reads %s", ErrSnapshotRefused, name, v, snapshotManifestVersion)
 	}
 	mb, err := s.os.GetBytes(ctx, name)
 	if err != nil {
-		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: read %s: %w", ErrSnapshotRefused, name, err)
+		return nil, fmt.Errorf("%w: read %s: %w", ErrSnapshotRefused, name, err)
 	}
 	if !hmac.Equal([]byte(s.manifestMAC(name, mb)), []byte(info.Metadata[snapshotMACKey])) {
-		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s: manifest authentication fails (altered or written under another key)", ErrSnapshotRefused, name)
+		return nil, fmt.Errorf("%w: %s: manifest authentication fails (altered or written under another key)", ErrSnapshotRefused, name)
 	}
 	var m snapshotManifest
 	if err := json.Unmarshal(mb, &m); err != nil {
-		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s: manifest: %w", ErrSnapshotRefused, name, err)
+		return nil, fmt.Errorf("%w: %s: manifest: %w", ErrSnapshotRefused, name, err)
 	}
 	prev := 0
 	for _, start := range m.Sections {
 		if start < prev || start > len(m.Parts) {
-			return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s: manifest: a section from part %d of %d", ErrSnapshotRefused, name, start, len(m.Parts))
+			return nil, fmt.Errorf("%w: %s: manifest: a section from part %d of %d", ErrSnapshotRefused, name, start, len(m.Parts))
 		}
 		prev = start
 	}
-	secs := &SnapshotSections{s: s, name: name, m: &m}
-	return m.SnapshotMeta, secs.open(ctx, -1), secs, nil
+	return &m, nil
 }
 
 // SnapshotSections are the sections of a snapshot after its first

@@ -195,8 +195,8 @@ func newBuilder(kinds Kinds, store eventstore.Store) *builder {
 // (a throw, a seal, a kind not published). An event that does not decode
 // is an error: a feed never skips what it cannot read.
 func (b *builder) build(ctx context.Context, r eventstore.RecordedEvent) (*Message, error) {
-	if r.Type == eventstore.SealType || !feeds[r.Type] && domain.SchemaVersion[r.Type] != 0 {
-		// A seal, or a domain event that gives no message: a unit's
+	if !r.LedgerFact() || !feeds[r.Type] && domain.SchemaVersion[r.Type] != 0 {
+		// A seal, a void, a voided event, or a domain event that gives no message: a unit's
 		// proof or a throw is not decoded for nothing. An unknown type
 		// still goes to DecodeEvent, and fails there.
 		return nil, nil

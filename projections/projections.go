@@ -35,6 +35,9 @@ type Envelope struct {
 	// sequences: 0 for the last or only record of its append. The Runner
 	// applies an append whole, so that no reader ever sees part of one.
 	AppendRemaining int
+	// Seal marks a Seal record of the hash chain (Event is nil): the
+	// runner reports the last one it applied.
+	Seal bool
 }
 
 // Source is the stream as the read side reads it. cmd adapts the event store

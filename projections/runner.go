@@ -26,8 +26,8 @@ type Runner struct {
 	batchMax int
 	progress func(applied uint64)
 	applied  atomic.Uint64
-	// sealed is the sequence of the last record without a domain event (a
-	// Seal of the hash chain) this Runner applied.
+	// sealed is the sequence of the last Seal of the hash chain this
+	// Runner applied.
 	sealed atomic.Uint64
 }
 
@@ -200,7 +200,7 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 			return stop(fmt.Errorf("projection runner: apply %d to %d: %w", batch[0].Seq, batch[len(batch)-1].Seq, err))
 		}
 		for _, env := range batch {
-			if env.Event == nil && env.Seq > r.sealed.Load() {
+			if env.Seal && env.Seq > r.sealed.Load() {
 				r.sealed.Store(env.Seq)
 			}
 		}

@@ -51,20 +51,22 @@ func TestRunnerRefusesABrokenAppend(t *testing.T) {
 	}
 }
 
-// TestRunnerTellsTheLastSeal: a record without a domain event (a Seal)
-// is where the chain was last signed; the Runner tells its sequence.
+// TestRunnerTellsTheLastSeal: a Seal record is where the chain was last
+// signed; the Runner tells its sequence, and a record without a domain
+// event that is no seal (a Void) does not count.
 func TestRunnerTellsTheLastSeal(t *testing.T) {
 	rules := projectionstest.SmallRules(t)
 	w := projectionstest.Standard(t, rules)
 	n := uint64(len(w.Events))
-	events := append(append([]projections.Envelope(nil), w.Events...), projections.Envelope{Seq: n + 1, At: w.Now})
+	events := append(append([]projections.Envelope(nil), w.Events...), projections.Envelope{Seq: n + 1, At: w.Now, Seal: true},
+		projections.Envelope{Seq: n + 2, At: w.Now})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	r := projections.NewRunner(projectionstest.NewLog(events), memstore.New(rules))
 	if r.LastSeal() != 0 {
 		t.Fatalf("last seal %d before any record", r.LastSeal())
 	}
-	if err := r.RunTo(ctx, n+1); err != nil {
+	if err := r.RunTo(ctx, n+2); err != nil {
 		t.Fatal(err)
 	}
 	if r.LastSeal() != n+1 {

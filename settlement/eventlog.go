@@ -162,14 +162,15 @@ func envelope(r Record, buf *[]byte) (eventstore.Event, error) {
 
 // Replay implements Log: every domain event of the stream after sequence
 // after, in order, with the time it was recorded; seals are checked by the
-// store and skipped here.
+// store and skipped here, as are voids and the voided events of a torn
+// append.
 func (l *EventLog) Replay(ctx context.Context, after uint64, fn func(seq uint64, at time.Time, e domain.Event) error) (uint64, error) {
 	var lastChain uint64
 	last, err := l.store.ReadFrom(ctx, after+1, func(r eventstore.RecordedEvent) error {
 		if r.Chain == Chain {
 			lastChain = r.Sequence
 		}
-		if r.Type == eventstore.SealType {
+		if !r.LedgerFact() {
 			return nil
 		}
 		e, err := domain.DecodeEvent(r.Type, r.Payload)

@@ -228,6 +228,11 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 		if err != nil {
 			return nil, err
 		}
+		evidence, err := tailEvidence(cfg)
+		if err != nil {
+			return nil, err
+		}
+		a.Truncated(last, evidence)
 	}
 	if out.Report, err = finishAudit(a, o, from); err != nil {
 		return nil, err
@@ -246,6 +251,20 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 		out.Yardstick, out.YardstickRatio = &rate, &ratio
 	}
 	return out, nil
+}
+
+// tailEvidence is what the audit of a live stream knows, outside the
+// stream, that it held: on the embedded default, the writer's high-water
+// mark of acknowledged commits in the data directory.
+func tailEvidence(cfg *Config) ([]eventstore.Evidence, error) {
+	if cfg.NATSURL != "" {
+		return nil, nil
+	}
+	mark, ok, err := eventstore.ReadHighWaterFile(filepath.Join(cfg.Data, highWaterFile))
+	if err != nil || !ok {
+		return nil, err
+	}
+	return []eventstore.Evidence{{Source: "the writer's high-water mark of acknowledged commits", Head: mark}}, nil
 }
 
 // auditFile audits an NDJSON export, from its first event or from a seal

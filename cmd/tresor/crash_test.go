@@ -191,7 +191,7 @@ type crashRun struct {
 	wg               sync.WaitGroup
 	finance          string
 	journal          crashJournal
-	stream           crashStream
+	stream           *crashStream
 	export           string
 	audits           int
 	// earlyKills counts the kills while starting.
@@ -752,14 +752,19 @@ type crashStream struct {
 	throws  map[playThrow][]*domain.ThrowMade
 	settled map[string][]*domain.PlaySettled
 	plays   []string // in the order they were staked
+	// whole hands add whole appends only, a voided append's events
+	// marked, across the reads of the growing export.
+	whole func(eventstore.RecordedEvent) error
 }
 
-func newCrashStream() crashStream {
-	return crashStream{
+func newCrashStream() *crashStream {
+	x := &crashStream{
 		money: map[crashKey][]crashMoney{}, stakes: map[crashKey][]*domain.StakePlaced{},
 		units: map[string][]*domain.UnitAssigned{}, throws: map[playThrow][]*domain.ThrowMade{},
 		settled: map[string][]*domain.PlaySettled{},
 	}
+	x.whole, _ = eventstore.WholeAppends(x.add, nil)
+	return x
 }
 
 // readExport reads the lines of the export file after those already read.
@@ -784,7 +789,7 @@ func (x *crashStream) readExport(file string) error {
 			return fmt.Errorf("export: sequence %d after %d", r.Sequence, x.last)
 		}
 		x.last = r.Sequence
-		return x.add(r)
+		return x.whole(r)
 	})
 	if err != nil {
 		return err
@@ -793,8 +798,11 @@ func (x *crashStream) readExport(file string) error {
 	return nil
 }
 
-// add indexes one event of the stream.
+// add indexes one event of the stream, unless a Void voided it.
 func (x *crashStream) add(r eventstore.RecordedEvent) error {
+	if r.Voided {
+		return nil
+	}
 	switch r.Type {
 	case domain.TypeFundsDeposited, domain.TypeFundsWithdrawn, domain.TypeStakePlaced,
 		domain.TypeUnitAssigned, domain.TypeThrowMade, domain.TypePlaySettled:
@@ -1053,7 +1061,7 @@ func (r *crashRun) streamDuplicates(fs *crashFindings) {
 			fs.add(problemDuplicate, "the stream holds "+format+" %d times", append(args, count)...)
 		}
 	}
-	x := &r.stream
+	x := r.stream
 	for k, evs := range x.money {
 		dup(len(evs), "%s key %q of %s", k.kind, k.key, k.player)
 	}
@@ -1092,7 +1100,7 @@ func crashKeys[V any](m map[crashKey]V) []crashKey {
 // four throws, and those left by their players by the system; it returns
 // how many the system completed.
 func (r *crashRun) settledPlays(left []string, fs *crashFindings) (bySystem int) {
-	x := &r.stream
+	x := r.stream
 	for _, p := range x.plays {
 		if len(x.settled[p]) == 0 {
 			fs.add(problemUnsettled, "play %s is not settled", p)

@@ -82,9 +82,10 @@ func rebuildProjections(ctx context.Context, cfg *Config, out io.Writer) error {
 
 // eventSource adapts the event store to projections.Source: it follows the
 // stream from a sequence and decodes each record into its domain event,
-// with how many records of its append follow it; Seal records carry no
-// read-model data and come through as nil events, so that the projection's
-// sequence stays gap-free. It rides through the loss of a NATS node or a
+// with how many records of its append follow it; Seal and Void records,
+// and the voided records of a torn append, carry no read-model data and
+// come through as nil events, so that the projection's sequence stays
+// gap-free. It rides through the loss of a NATS node or a
 // change of the stream's leader (eventstore.FollowResuming), logging each
 // resumption to log when not nil: a projection never stops serve for that.
 type eventSource struct {
@@ -100,8 +101,13 @@ const _ = uint(projections.AppendMax-eventstore.BatchEventsMax) + uint(eventstor
 // Read implements projections.Source.
 func (e eventSource) Read(ctx context.Context, from uint64, fn func(projections.Envelope) error) error {
 	return eventstore.FollowResuming(ctx, e.store, from, func(r eventstore.RecordedEvent) error {
-		env := projections.Envelope{Seq: r.Sequence, At: r.RecordedAt, AppendRemaining: r.AppendRemaining}
-		if r.Type != eventstore.SealType {
+		env := projections.Envelope{Seq: r.Sequence, At: r.RecordedAt, AppendRemaining: r.AppendRemaining, Seal: r.Type == eventstore.SealType}
+		if r.Voided {
+			// Its append was cut short: not the ledger's, and the
+			// append it belonged to never ends.
+			env.AppendRemaining = 0
+		}
+		if r.LedgerFact() {
 			ev, err := domain.DecodeEvent(r.Type, r.Payload)
 			if err != nil {
 				return fmt.Errorf("stream sequence %d: %w", r.Sequence, err)

@@ -24,9 +24,11 @@ type stream struct {
 	embedded *eventstore.EmbeddedServer
 	log      *settlement.EventLog
 	replicas int
-	// sealer and snaps are opened once, by the first that needs them.
-	sealer *settlement.Sealer
-	snaps  *eventstore.Snapshots
+	// sealer, snaps and highWater are opened once, by the first that
+	// needs them.
+	sealer    *settlement.Sealer
+	snaps     *eventstore.Snapshots
+	highWater eventstore.HighWater
 	// snapshotSpans, when set, records the writer's snapshots (simulate).
 	snapshotSpans *settlement.SnapshotSpans
 	// logger, when set (serve), gets the writer's lines and those of each
@@ -194,6 +196,15 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 	if err != nil {
 		return settlement.Config{}, eventstore.CommitterConfig{}, fmt.Errorf("seal key: %w", err)
 	}
+	ccfg := eventstore.CommitterConfig{SealKey: sealKey, PipelineDepth: cfg.PipelineDepth, BatchEventsMax: cfg.BatchEvents}
+	if ccfg.HighWater, err = s.openHighWater(ctx, cfg); err != nil {
+		return settlement.Config{}, eventstore.CommitterConfig{}, err
+	}
+	if snaps != nil {
+		if ccfg.Evidence, err = snaps.Evidence(ctx, settlement.Chain); err != nil {
+			return settlement.Config{}, eventstore.CommitterConfig{}, fmt.Errorf("read the snapshots' positions: %w", err)
+		}
+	}
 	settings, err := cfg.settings()
 	if err != nil {
 		return settlement.Config{}, eventstore.CommitterConfig{}, err
@@ -218,7 +229,35 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 	if s.logger != nil {
 		wcfg.Logger = s.logger
 	}
-	return wcfg, eventstore.CommitterConfig{SealKey: sealKey, PipelineDepth: cfg.PipelineDepth, BatchEventsMax: cfg.BatchEvents}, nil
+	return wcfg, ccfg, nil
+}
+
+// highWaterFile is the file of the embedded default's data directory that
+// keeps the position of the last acknowledged commit
+// (eventstore.HighWaterFile).
+const highWaterFile = "high-water"
+
+// openHighWater opens, once, the high-water mark of acknowledged commits:
+// a file of the data directory on the embedded default, a KV bucket on a
+// cluster, where the writer may move to another machine.
+func (s *stream) openHighWater(ctx context.Context, cfg *Config) (eventstore.HighWater, error) {
+	if s.highWater != nil {
+		return s.highWater, nil
+	}
+	if cfg.NATSURL == "" {
+		hw, err := eventstore.OpenHighWaterFile(filepath.Join(cfg.Data, highWaterFile))
+		if err != nil {
+			return nil, err
+		}
+		s.highWater = hw
+	} else {
+		hw, err := s.store.OpenHighWaterKV(ctx, settlement.Chain)
+		if err != nil {
+			return nil, err
+		}
+		s.highWater = hw
+	}
+	return s.highWater, nil
 }
 
 // clusterRequestTimeout bounds each request to a NATS cluster, a batch's
@@ -277,6 +316,9 @@ func (s *stream) closeLog() error {
 // order, so that whatever was acknowledged is on disk first.
 func (s *stream) Close() error {
 	errs := []error{s.closeLog()}
+	if s.highWater != nil {
+		errs = append(errs, s.highWater.Close())
+	}
 	if s.store != nil {
 		errs = append(errs, s.store.Close())
 		// The connection to an embedded server is ours, not the store's
@@ -303,7 +345,7 @@ func checkBooks(ctx context.Context, s *stream) (bool, string, error) {
 	books := domain.NewBooks()
 	var violation error
 	_, err := s.store.ReadFrom(ctx, 1, func(r eventstore.RecordedEvent) error {
-		if r.Type == eventstore.SealType {
+		if !r.LedgerFact() {
 			return nil
 		}
 		e, err := domain.DecodeEvent(r.Type, r.Payload)

@@ -1,0 +1,188 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrTruncated reports a stream that ends short of a position that
+// evidence kept outside it says it held, or holds another event there: a
+// damaged disk lost acknowledged events (nats-server drops every message
+// from a damaged record on, and starts). The details are in a
+// *TruncatedError.
+var ErrTruncated = errors.New("eventstore: the stream lost acknowledged events")
+
+// Evidence is a position of a chain that something kept outside the
+// stream says the stream held: the high-water mark of acknowledged
+// commits, a snapshot's manifest.
+type Evidence struct {
+	// Source names the evidence ("high-water mark", "snapshot
+	// writer.s0.00000000000000001234").
+	Source string
+	// Head is the position: its sequence, and its event's chain position
+	// and hash when known (zero otherwise).
+	Head Head
+}
+
+// TruncatedError names the evidence a stream fails. It matches
+// ErrTruncated.
+type TruncatedError struct {
+	// Stream and Chain are what was checked.
+	Stream, Chain string
+	// End is the stream sequence of the last event of the chain's last
+	// whole append.
+	End uint64
+	// Missing lists the evidence past End; Differing, the evidence at a
+	// sequence where the stream holds another event.
+	Missing, Differing []Evidence
+}
+
+// Error names the end, each piece of evidence failed, and the way out.
+func (e *TruncatedError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "stream %s (chain %s) ends at sequence %d, short of what was acknowledged:", e.Stream, e.Chain, e.End)
+	for _, ev := range e.Missing {
+		fmt.Fprintf(&b, " %s names sequence %d (%d events missing);", ev.Source, ev.Head.Sequence, ev.Head.Sequence-e.End)
+	}
+	for _, ev := range e.Differing {
+		fmt.Fprintf(&b, " %s names event %s at sequence %d, the stream holds another;", ev.Source, ev.Head.Hash, ev.Head.Sequence)
+	}
+	b.WriteString(" a damaged disk lost acknowledged events: restore the stream from a backup, the regulator's copy or a healthy replica (docs/operations.md, \"A stream shorter than its evidence\")")
+	return b.String()
+}
+
+// Is makes errors.Is(err, ErrTruncated) true.
+func (e *TruncatedError) Is(target error) bool { return target == ErrTruncated }
+
+// CheckEvidence checks chain against evidence: the stream must hold, as
+// whole appends, every position the evidence names, and at each the event
+// it names when it names one. It returns the head of the last whole append
+// and the events of a torn append after it (nil when none), or a
+// *TruncatedError, or the read error.
+func (s *NATSStore) CheckEvidence(ctx context.Context, chain string, evidence []Evidence) (Head, []RecordedEvent, error) {
+	head, err := s.ChainHead(ctx, chain)
+	if err != nil {
+		return Head{}, nil, err
+	}
+	torn, err := s.tornTail(ctx, chain, head)
+	if err != nil {
+		return Head{}, nil, err
+	}
+	whole := head
+	if len(torn) > 0 {
+		whole = Head{Sequence: torn[0].Sequence - 1, ChainSeq: torn[0].ChainSeq - 1, Hash: torn[0].PrevHash}
+	}
+	te := &TruncatedError{Stream: s.cfg.Stream, Chain: chain, End: whole.Sequence}
+	for _, ev := range evidence {
+		switch {
+		case ev.Head.Sequence > whole.Sequence:
+			te.Missing = append(te.Missing, ev)
+		case ev.Head.Sequence == 0 || ev.Head.Hash == (Hash{}):
+		default:
+			at, err := s.HeadAt(ctx, chain, ev.Head.Sequence)
+			if err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) && !errors.Is(err, ErrInvalid) {
+				return Head{}, nil, err
+			}
+			if err != nil || at.Hash != ev.Head.Hash || at.ChainSeq != ev.Head.ChainSeq {
+				te.Differing = append(te.Differing, ev)
+			}
+		}
+	}
+	if len(te.Missing) > 0 || len(te.Differing) > 0 {
+		return Head{}, nil, te
+	}
+	return whole, torn, nil
+}
+
+// Evidence returns, for each kind of snapshot of chain in the bucket, the
+// position named by its newest manifest that authenticates, whether or not
+// its data is still whole: a snapshot is stored only after the events it
+// covers were acknowledged.
+func (s *Snapshots) Evidence(ctx context.Context, chain string) ([]Evidence, error) {
+	names, err := s.objectNames(ctx)
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	var out []Evidence
+	seen := map[string]bool{}
+	for i := len(names) - 1; i >= 0; i-- {
+		kind, rest, ok := strings.Cut(names[i], ".")
+		if !ok || seen[kind] || len(manifestNames(names[i:i+1], kind, chain)) == 0 || rest == "" {
+			continue
+		}
+		info, err := s.os.GetInfo(ctx, names[i])
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("snapshot %s: %w", names[i], err)
+		}
+		m, err := s.manifest(ctx, names[i], info)
+		if errors.Is(err, ErrSnapshotRefused) {
+			continue
+		}
+		if err != nil {
+			return nil, err
+		}
+		seen[kind] = true
+		out = append(out, Evidence{Source: "snapshot " + names[i], Head: Head{Sequence: m.Sequence, ChainSeq: m.ChainSeq, Hash: m.Head}})
+	}
+	return out, nil
+}
+
+// startHead is the head a committer starts on: the chain's, once checked
+// against the evidence (cfg.Evidence and the high-water mark), a torn
+// append at its end voided. It returns a *TruncatedError for a stream that
+// lost acknowledged events: a writer never starts on one.
+func (s *NATSStore) startHead(ctx context.Context, chain string, cfg *CommitterConfig) (Head, error) {
+	evidence := slices.Clip(cfg.Evidence)
+	if cfg.HighWater != nil {
+		mark, ok, err := cfg.HighWater.Load(ctx)
+		if err != nil {
+			return Head{}, err
+		}
+		if ok {
+			evidence = append(evidence, Evidence{Source: "the high-water mark of acknowledged commits", Head: mark})
+		}
+	}
+	head, torn, err := s.CheckEvidence(ctx, chain, evidence)
+	if err != nil {
+		return Head{}, err
+	}
+	if len(torn) > 0 {
+		if head, err = s.voidTorn(ctx, chain, torn); err != nil {
+			return Head{}, err
+		}
+	}
+	if cfg.HighWater != nil {
+		cfg.HighWater.Advance(head)
+	}
+	return head, nil
+}
+
+// voidTorn appends the Void of the torn append at the end of chain and
+// returns the new head, the Void's.
+func (s *NATSStore) voidTorn(ctx context.Context, chain string, torn []RecordedEvent) (Head, error) {
+	ev, err := newVoid(chain, torn)
+	if err != nil {
+		return Head{}, err
+	}
+	last := torn[len(torn)-1]
+	recs, head := s.record(chain, Head{Sequence: last.Sequence, ChainSeq: last.ChainSeq, Hash: last.Hash}, []Event{ev}, s.cfg.Now().UTC(), nil)
+	seqs, err := s.commitBatch(ctx, chain, last.Sequence, recs, nil)
+	if err != nil {
+		return Head{}, fmt.Errorf("void the torn append %s: %w", seqRangeText(torn[0].Sequence, last.Sequence), err)
+	}
+	head.Sequence = seqs[0]
+	if s.cfg.Logger != nil {
+		s.cfg.Logger.Warn("torn append voided", "chain", chain, "first_seq", torn[0].Sequence, "last_seq", last.Sequence,
+			"announced", torn[0].AppendRemaining+1, "found", len(torn), "void_seq", head.Sequence)
+	}
+	return head, nil
+}
