@@ -183,6 +183,18 @@ type Store interface {
 	Close() error
 }
 
+// Dropper is a Store that can drop its rows by itself, outside Apply (the
+// in-memory store, when a shard of its snapshot fails to load). Waiting
+// for the next event to hear of it would leave reads unavailable for as
+// long as the stream stays idle.
+type Dropper interface {
+	// Dropped returns a channel that is closed while a drop has not been
+	// reported yet: the Runner then calls Apply with no records, which
+	// returns ErrSwitched, and applies the stream again from the new
+	// checkpoint at once.
+	Dropped() <-chan struct{}
+}
+
 // ClampLimit checks a page size: 0 means PageDefault, above PageMax or below
 // zero is ErrInvalid.
 func ClampLimit(limit int) (int, error) {

@@ -151,6 +151,7 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 	// last one belongs to: fewer than batchMax+AppendMax, since
 	// continuesAppend refuses an append longer than AppendMax.
 	batch := make([]Envelope, 0, r.batchMax+AppendMax-1)
+	dropped := r.dropped()
 	var last Envelope // the last record taken, whose append the next continues
 	stop := func(err error) error {
 		cancel(err)
@@ -174,7 +175,10 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 		// the rest of it: a batch never ends inside an append.
 		batch = batch[:0]
 		for len(batch) == 0 || batch[len(batch)-1].AppendRemaining > 0 {
-			env, ok := <-queue
+			env, ok, err := r.next(ctx, queue, dropped)
+			if err != nil {
+				return stop(err)
+			}
 			if !ok {
 				return r.readEnded(ctx, readErr)
 			}
@@ -216,6 +220,32 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 			return nil
 		}
 	}
+}
+
+// dropped returns the store's Dropped channel, or nil (never ready) for a
+// store that drops its rows only when told to.
+func (r *Runner) dropped() <-chan struct{} {
+	if d, ok := r.store.(Dropper); ok {
+		return d.Dropped()
+	}
+	return nil
+}
+
+// next waits for the next record read; ok is false once the reader has
+// ended. A store that drops its rows meanwhile is asked with no records,
+// so that its ErrSwitched comes now rather than with the next record,
+// which an idle stream may not bring for minutes.
+func (r *Runner) next(ctx context.Context, queue <-chan Envelope, dropped <-chan struct{}) (env Envelope, ok bool, err error) {
+	select {
+	case env, ok = <-queue:
+		return env, ok, nil
+	case <-dropped:
+	}
+	if err := r.store.Apply(ctx, nil); err != nil {
+		return Envelope{}, false, fmt.Errorf("projection runner: rows dropped: %w", err)
+	}
+	env, ok = <-queue
+	return env, ok, nil
 }
 
 // readEnded is the Runner's error once the reader has stopped: ctx's, or

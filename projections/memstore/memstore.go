@@ -28,9 +28,12 @@ type Store struct {
 	// rebuildTo is the checkpoint the store held when a shard failed to
 	// load and its rows were dropped: reads answer ErrNotReached until the
 	// stream is applied again up to there. switched makes the next Apply
-	// return ErrSwitched, so that the Runner applies from the start.
+	// return ErrSwitched, so that the Runner applies from the start;
+	// dropped is closed while switched is set, so that the Runner asks at
+	// once (projections.Dropper).
 	rebuildTo uint64
 	switched  bool
+	dropped   chan struct{}
 }
 
 // rows are the read models, replaced whole by Restore and by a rebuild.
@@ -63,7 +66,7 @@ type rows struct {
 
 // New returns an empty store for a stream written under rules.
 func New(rules *domain.RuleSet) *Store {
-	return &Store{rows: newRows(rules), wake: make(chan struct{})}
+	return &Store{rows: newRows(rules), wake: make(chan struct{}), dropped: make(chan struct{})}
 }
 
 func newRows(rules *domain.RuleSet) rows {
@@ -83,7 +86,10 @@ func newRows(rules *domain.RuleSet) rows {
 	}
 }
 
-var _ projections.Store = (*Store)(nil)
+var (
+	_ projections.Store   = (*Store)(nil)
+	_ projections.Dropper = (*Store)(nil)
+)
 
 // Apply implements projections.Store. A batch that touches a shard not
 // loaded yet waits for it, outside the lock, then folds again: rows are
@@ -110,6 +116,7 @@ func (s *Store) apply(batch []projections.Envelope) (int, error) {
 	defer s.mu.Unlock()
 	if s.switched {
 		s.switched = false
+		s.dropped = make(chan struct{})
 		return -1, fmt.Errorf("apply batch: the rows were dropped for a rebuild: %w", projections.ErrSwitched)
 	}
 	c, err := s.proj.Fold(s.checkpoint, batch)

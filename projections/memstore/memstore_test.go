@@ -220,6 +220,51 @@ func TestAShardThatFailsToLoadAnswers503UntilTheStreamIsAppliedAgain(t *testing.
 	}
 }
 
+// TestAShardThatFailsUnderAnIdleRunnerIsAppliedAgainAtOnce: a Runner
+// follows a restored store on a stream that brings nothing new; a shard
+// that fails to load drops the rows, and the Runner applies the stream
+// again without waiting for an event: the store soon answers as one that
+// applied everything.
+func TestAShardThatFailsUnderAnIdleRunnerIsAppliedAgainAtOnce(t *testing.T) {
+	rules := projectionstest.SmallRules(t)
+	w := projectionstest.Standard(t, rules)
+	whole := memstore.New(rules)
+	projectionstest.Project(t, whole, w.Events, 7)
+	// given a store restored from a snapshot missing a shard, and its
+	// Runner at the stream's head
+	secs := encode(t, whole)
+	secs.Fail = map[int]bool{memstore.PlayerShard(aPlayer(t, whole)): true}
+	s := memstore.New(rules)
+	if err := s.Restore(secs.Hot(), secs, func(error) {}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ran := make(chan error, 1)
+	go func() { ran <- projections.NewRunner(projectionstest.NewLog(w.Events), s).Run(ctx) }()
+	// when the shard fails to load, nothing new in the stream
+	if err := s.LoadAll(); !errors.Is(err, projections.ErrNotReached) {
+		t.Fatalf("load with a shard missing: %v", err)
+	}
+	// then the rows are applied again within seconds
+	deadline, tick := time.After(5*time.Second), time.NewTicker(10*time.Millisecond)
+	defer tick.Stop()
+	for s.Rebuilding() {
+		select {
+		case err := <-ran:
+			t.Fatalf("runner stopped while rebuilding: %v", err)
+		case <-deadline:
+			t.Fatal("still rebuilding 5s after the shard failed, the stream idle")
+		case <-tick.C:
+		}
+	}
+	sameReads(t, "rebuilt", s, whole)
+	cancel()
+	if err := <-ran; !errors.Is(err, context.Canceled) {
+		t.Fatalf("runner: %v", err)
+	}
+}
+
 // aPlayer returns a player with a settled play.
 func aPlayer(t *testing.T, s projections.Store) string {
 	t.Helper()

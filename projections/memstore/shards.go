@@ -157,6 +157,23 @@ func (s *Store) Rebuilding() bool {
 	return s.checkpoint < s.rebuildTo
 }
 
+// Dropped implements projections.Dropper: the rows dropped after a shard
+// failed to load are applied again at once, not at the next event.
+func (s *Store) Dropped() <-chan struct{} {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.dropped
+}
+
+// drop makes the next Apply return ErrSwitched and tells the Runner to
+// call it; under s.mu.
+func (s *Store) drop() {
+	if !s.switched {
+		s.switched = true
+		close(s.dropped)
+	}
+}
+
 // WarmUp loads the shards nothing has asked for yet, so that the store
 // holds every row again (Freeze waits for it). It returns once every shard
 // is loaded (at once for a store not restored from format 3), with the
@@ -186,7 +203,7 @@ func (s *Store) load(c *cold, k int) {
 		s.rebuildTo = max(s.rebuildTo, s.checkpoint)
 		s.rows = newRows(s.proj.Rules())
 		s.cold = nil
-		s.switched = true
+		s.drop()
 	default:
 		s.merge(sh)
 		c.loaded[k] = true
