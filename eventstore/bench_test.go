@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -75,7 +76,7 @@ func BenchmarkAppend(b *testing.B) {
 			var rate float64
 			var lat []time.Duration
 			for b.Loop() {
-				rate, lat = committerWriters(b, store, fmt.Sprintf("w%d", writers), writers, events)
+				rate, lat = committerWriters(b, store, fmt.Sprintf("w%d", writers), writers, events, eventstore.CommitterConfig{})
 			}
 			reportRate(b, rate, yardstick, lat)
 		})
@@ -102,6 +103,58 @@ func BenchmarkAppend(b *testing.B) {
 		}
 		b.ReportMetric(rate, "events/s")
 	})
+}
+
+// BenchmarkHighWater measures what the high-water mark of acknowledged
+// commits costs the write path: the committer under 64 writers without
+// and with it, in alternating rounds on one embedded sync-always server,
+// each mode on a chain of its own. It reports each mode's events/s and
+// command p99 over all its rounds, and the ratios with over without.
+//
+//	go test -run '^$' -bench HighWater -benchtime 1x ./eventstore/
+func BenchmarkHighWater(b *testing.B) {
+	const rounds, writers, events = 6, 64, 30_000
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer srv.Shutdown()
+	store, err := srv.Open(context.Background(), eventstore.Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer store.Close()
+	hw, err := eventstore.OpenHighWaterFile(filepath.Join(b.TempDir(), "high-water"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer hw.Close()
+	var took [2]time.Duration
+	var lat [2][]time.Duration
+	for b.Loop() {
+		for r := range 2 * rounds {
+			on := r%2 == 1
+			cfg, mode, chain := eventstore.CommitterConfig{}, 0, "off"
+			if on {
+				cfg, mode, chain = eventstore.CommitterConfig{HighWater: hw}, 1, "on"
+			}
+			rate, l := committerWriters(b, store, chain, writers, events, cfg)
+			took[mode] += time.Duration(float64(events) / rate * float64(time.Second))
+			lat[mode] = append(lat[mode], l...)
+		}
+	}
+	p99 := func(l []time.Duration) float64 {
+		slices.Sort(l)
+		return float64(l[len(l)*99/100].Microseconds()) / 1000
+	}
+	total := float64(rounds * events)
+	off, on := total/took[0].Seconds(), total/took[1].Seconds()
+	b.ReportMetric(off, "off_events/s")
+	b.ReportMetric(on, "on_events/s")
+	b.ReportMetric(on/off, "on/off_rate")
+	b.ReportMetric(p99(lat[0]), "off_p99_ms")
+	b.ReportMetric(p99(lat[1]), "on_p99_ms")
+	b.ReportMetric(p99(lat[1])/p99(lat[0]), "on/off_p99")
 }
 
 func reportRate(b *testing.B, rate, yardstick float64, lat []time.Duration) {
@@ -152,9 +205,9 @@ func benchEvent(i int) eventstore.Event {
 
 // committerWriters has writers goroutines each submit one-event requests
 // and wait for each answer, until events are appended.
-func committerWriters(b *testing.B, store eventstore.Store, chain string, writers, events int) (float64, []time.Duration) {
+func committerWriters(b *testing.B, store eventstore.Store, chain string, writers, events int, cfg eventstore.CommitterConfig) (float64, []time.Duration) {
 	ctx := context.Background()
-	c, err := store.NewCommitter(ctx, chain, eventstore.CommitterConfig{})
+	c, err := store.NewCommitter(ctx, chain, cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
