@@ -560,8 +560,10 @@ func (l *Ledger) placeStake(now time.Time, c PlaceStake) (Decision, error) {
 	if err != nil {
 		return Decision{}, err
 	}
-	if r, err := l.replay(c.Player, KeyStake, c.Key, amountRequest(c.Stake)); err != nil || r != nil {
-		return Decision{Replay: r}, err
+	if r, err := l.replay(c.Player, KeyStake, c.Key, amountRequest(c.Stake)); err != nil {
+		return Decision{}, err
+	} else if r != nil {
+		return l.stakeReplay(r)
 	}
 	table, err := l.Rules.Table(c.Stake)
 	if err != nil {
@@ -597,6 +599,16 @@ func (l *Ledger) placeStake(now time.Time, c PlaceStake) (Decision, error) {
 		}
 	}
 	return Decision{Events: evs}, nil
+}
+
+// stakeReplay answers a retried stake with its first result, the play it
+// bought. The first answer was a whole play: a play that has since lost
+// its unit (its UnitAssigned is not in the ledger) is not answered as one.
+func (l *Ledger) stakeReplay(r *KeyRecord) (Decision, error) {
+	if p := l.Plays[r.Play]; p != nil && p.Unit == nil {
+		return Decision{}, unitMissing(p)
+	}
+	return Decision{Replay: r}, nil
 }
 
 // PlayID names the play of a block's unit: plays are numbered by the unit
@@ -678,6 +690,9 @@ func (l *Ledger) completePlay(c CompletePlay) (Decision, error) {
 // throws records the next n throws of a play and, after the fourth, its
 // settlement and prize.
 func (l *Ledger) throws(p *Play, n int, bySystem bool) ([]Event, error) {
+	if p.Unit == nil {
+		return nil, unitMissing(p)
+	}
 	results, err := p.throwResults()
 	if err != nil {
 		// The scenario was generated for this tier and validated by tests;
@@ -690,8 +705,8 @@ func (l *Ledger) throws(p *Play, n int, bySystem bool) ([]Event, error) {
 	}
 	if p.Throws+len(evs) == ThrowCount {
 		table, _ := l.Rules.Table(p.Stake)
-		prize := table.Prize(p.Tier)
-		evs = append(evs, &PlaySettled{Play: p.ID, Player: p.Player, Block: p.Block, Unit: p.Unit, Tier: p.Tier, Prize: prize, BySystem: bySystem})
+		prize := table.Prize(p.Unit.Tier)
+		evs = append(evs, &PlaySettled{Play: p.ID, Player: p.Player, Block: p.Block, Unit: p.Unit.Index, Tier: p.Unit.Tier, Prize: prize, BySystem: bySystem})
 		if prize > 0 {
 			a := l.Accounts[p.Player]
 			evs = append(evs, &PrizePaid{Play: p.ID, Player: p.Player, Block: p.Block, Amount: prize, Balance: a.Balance + prize})

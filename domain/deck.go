@@ -223,13 +223,21 @@ func (p UnitProof) MarshalJSON() ([]byte, error) {
 	return json.Marshal(v)
 }
 
-// UnmarshalJSON reads the form MarshalJSON writes.
+// UnmarshalJSON reads the form MarshalJSON writes. A proof without its
+// tier (absent or null) is refused: read as the tier whose code is zero,
+// it would give its unit the best prize.
 func (p *UnitProof) UnmarshalJSON(b []byte) error {
-	var v unitProofJSON
+	var v struct {
+		unitProofJSON
+		Tier *Tier `json:"tier"`
+	}
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("read unit proof: %w", err)
 	}
-	*p = UnitProof{Unit: v.Unit, Tier: v.Tier, Salt: v.Salt, Path: make([][32]byte, len(v.Path))}
+	if v.Tier == nil {
+		return fmt.Errorf("read unit proof: unit %d has no tier", v.Unit)
+	}
+	*p = UnitProof{Unit: v.Unit, Tier: *v.Tier, Salt: v.Salt, Path: make([][32]byte, len(v.Path))}
 	for i, h := range v.Path {
 		p.Path[i] = h
 	}

@@ -326,6 +326,25 @@ type UnitAssigned struct {
 	Proof  UnitProof `json:"proof"`
 }
 
+// UnmarshalJSON reads an UnitAssigned and refuses one without its proof,
+// whose tier would otherwise be the tier whose code is zero.
+func (e *UnitAssigned) UnmarshalJSON(b []byte) error {
+	type fields UnitAssigned // without this method
+	var v struct {
+		fields
+		Proof *UnitProof `json:"proof"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if v.Proof == nil {
+		return fmt.Errorf("play %s: unit assigned without its proof", v.Play)
+	}
+	*e = UnitAssigned(v.fields)
+	e.Proof = *v.Proof
+	return nil
+}
+
 // ThrowMade records one of a play's four throws (Article 4.4): the compass
 // direction, the counter, where the pawn lands and the chest it opens, if
 // any. BySystem marks a throw made by Tresor for a play its player left.
@@ -347,6 +366,26 @@ type PlaySettled struct {
 	Tier     Tier   `json:"tier"`
 	Prize    Amount `json:"prize"`
 	BySystem bool   `json:"by_system,omitempty"`
+}
+
+// UnmarshalJSON reads a PlaySettled and refuses one without its tier
+// (absent or null): read as the tier whose code is zero, it would be the
+// best prize.
+func (e *PlaySettled) UnmarshalJSON(b []byte) error {
+	type fields PlaySettled // without this method
+	var v struct {
+		fields
+		Tier *Tier `json:"tier"`
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		return err
+	}
+	if v.Tier == nil {
+		return fmt.Errorf("play %s: settled without a tier", v.Play)
+	}
+	*e = PlaySettled(v.fields)
+	e.Tier = *v.Tier
+	return nil
 }
 
 // PrizePaid records a winning play's prize credited to its player's account

@@ -202,29 +202,48 @@ type Block struct {
 // Play is a play in progress.
 type Play struct {
 	ID, Player, Block string
-	Unit              uint32
-	Tier              Tier
 	Stake             Amount
-	// Salt is the unit's salt, from which its scenario derives.
-	Salt         [32]byte
+	// Unit is the game unit the play received, nil until its UnitAssigned
+	// is applied. A stake and its unit are appended together, but a disk
+	// can keep the one and lose the other: a play without its unit then
+	// has no tier at all, rather than the tier whose code is zero (the
+	// best prize), and nothing throws, completes or settles it.
+	Unit         *AssignedUnit
 	Throws       int
 	LastActivity time.Time
 	scenario     *Scenario
 	results      *[ThrowCount]ThrowResult
 }
 
+// AssignedUnit is what a play holds of its unit: its index in the block,
+// its predetermined tier and its salt, from which its scenario derives.
+type AssignedUnit struct {
+	Index uint32
+	Tier  Tier
+	Salt  [32]byte
+}
+
+// unitMissing is the refusal of a decision on a play that has no unit:
+// the stream holds its stake but not its UnitAssigned. It is an internal
+// error, for an operator to mend: no answer treats such a play as whole.
+func unitMissing(p *Play) error {
+	return refuse(CodeInternal, "play %s has no unit assigned: its stake is recorded but not its UnitAssigned", p.ID)
+}
+
 // Scenario returns the screen of the play's unit, derived from its salt
 // and tier on first use and kept: replaying the stream at start derives
-// none, since most plays there are already settled.
+// none, since most plays there are already settled. It is nil for a play
+// without its unit.
 func (p *Play) Scenario() *Scenario {
-	if p.scenario == nil {
-		s := GenerateScenario(p.Salt, p.Tier)
+	if p.scenario == nil && p.Unit != nil {
+		s := GenerateScenario(p.Unit.Salt, p.Unit.Tier)
 		p.scenario = &s
 	}
 	return p.scenario
 }
 
-// throwResults returns the four throws of the play's scenario.
+// throwResults returns the four throws of the scenario of a play that
+// holds its unit.
 func (p *Play) throwResults() (*[ThrowCount]ThrowResult, error) {
 	if p.results == nil {
 		r, err := p.Scenario().Play()
@@ -485,17 +504,17 @@ func (l *Ledger) Evolve(at time.Time, e Event) error {
 		if err != nil {
 			return err
 		}
-		p.Unit, p.Tier, p.Salt = e.Proof.Unit, e.Proof.Tier, e.Proof.Salt
+		p.Unit = &AssignedUnit{Index: e.Proof.Unit, Tier: e.Proof.Tier, Salt: e.Proof.Salt}
 		b.TierSold[e.Proof.Tier]++
 	case *ThrowMade:
-		p, err := l.play(e.Play)
+		p, err := l.wholePlay(e, e.Play)
 		if err != nil {
 			return err
 		}
 		p.Throws++
 		p.LastActivity = at
 	case *PlaySettled:
-		p, err := l.play(e.Play)
+		p, err := l.wholePlay(e, e.Play)
 		if err != nil {
 			return err
 		}
@@ -510,6 +529,13 @@ func (l *Ledger) Evolve(at time.Time, e Event) error {
 		a, err := l.account(e.Player)
 		if err != nil {
 			return err
+		}
+		// A prize follows its settlement, which ends the play: a play
+		// still in progress here must at least hold its unit.
+		if _, inPlay := l.Plays[e.Play]; inPlay {
+			if _, err := l.wholePlay(e, e.Play); err != nil {
+				return err
+			}
 		}
 		a.Balance += e.Amount
 	default:
@@ -559,6 +585,20 @@ func (l *Ledger) play(id string) (*Play, error) {
 		return p, nil
 	}
 	return nil, fmt.Errorf("evolve: unknown play %q", id)
+}
+
+// wholePlay returns the play a throw or a settlement moves on, which must
+// hold its unit: a replay stops there rather than adopt a throw or a tier
+// that no UnitAssigned backs.
+func (l *Ledger) wholePlay(e Event, id string) (*Play, error) {
+	p, err := l.play(id)
+	if err != nil {
+		return nil, err
+	}
+	if p.Unit == nil {
+		return nil, fmt.Errorf("evolve %s: play %q has no unit assigned", e.EventType(), id)
+	}
+	return p, nil
 }
 
 // amountRequest and emissionRequest fingerprint the requests a client key

@@ -22,8 +22,11 @@ import (
 // Version 2 packed the idempotency keys in binary (Keys): one per stake in
 // the last 48 hours, they were most of version 1's bytes. Version 3 writes
 // them after the JSON, raw, indexable in place (packKeys), so that a
-// decode allocates nothing per key.
-const LedgerFormatVersion = 3
+// decode allocates nothing per key. Version 4 writes a play's unit as one
+// object, null for a play whose UnitAssigned the ledger does not hold:
+// version 3 wrote such a play as unit 0 of the tier whose code is zero,
+// which a decode could not tell from a real one.
+const LedgerFormatVersion = 4
 
 // ErrSnapshotFormat is returned by DecodeLedger for an encoding it cannot
 // trust: another format version, another rule set, or bytes that do not
@@ -150,15 +153,50 @@ type openBlockJSON struct {
 }
 
 type playJSON struct {
-	ID           string `json:"id"`
-	Player       string `json:"player"`
-	Block        string `json:"block"`
-	Unit         uint32 `json:"unit"`
-	Tier         Tier   `json:"tier"`
-	Stake        Amount `json:"stake"`
-	Salt         []byte `json:"salt"`
-	Throws       int    `json:"throws"`
-	LastActivity int64  `json:"last_activity"`
+	ID     string `json:"id"`
+	Player string `json:"player"`
+	Block  string `json:"block"`
+	Stake  Amount `json:"stake"`
+	// Unit is null for a play without its unit (Play.Unit).
+	Unit         *unitJSON `json:"unit"`
+	Throws       int       `json:"throws"`
+	LastActivity int64     `json:"last_activity"`
+}
+
+// unitJSON is a play's unit. Its tier is a pointer so that a unit written
+// without one is refused, not read as the tier whose code is zero.
+type unitJSON struct {
+	Index uint32 `json:"index"`
+	Tier  *Tier  `json:"tier"`
+	Salt  []byte `json:"salt"`
+}
+
+// encodePlay is a play as written.
+func encodePlay(p *Play) playJSON {
+	out := playJSON{ID: p.ID, Player: p.Player, Block: p.Block, Stake: p.Stake, Throws: p.Throws, LastActivity: unixNano(p.LastActivity)}
+	if u := p.Unit; u != nil {
+		out.Unit = &unitJSON{Index: u.Index, Tier: &u.Tier, Salt: u.Salt[:]}
+	}
+	return out
+}
+
+// decodePlay reads what encodePlay wrote.
+func decodePlay(p playJSON) (*Play, error) {
+	play := &Play{ID: p.ID, Player: p.Player, Block: p.Block, Stake: p.Stake, Throws: p.Throws, LastActivity: fromUnixNano(p.LastActivity)}
+	u := p.Unit
+	if u == nil {
+		return play, nil
+	}
+	play.Unit = &AssignedUnit{Index: u.Index}
+	switch {
+	case u.Tier == nil || !u.Tier.Valid():
+		return nil, fmt.Errorf("%w: play %s: unit %d without a tier", ErrSnapshotFormat, p.ID, u.Index)
+	case len(u.Salt) != len(play.Unit.Salt):
+		return nil, fmt.Errorf("%w: play %s: salt of %d bytes", ErrSnapshotFormat, p.ID, len(u.Salt))
+	}
+	play.Unit.Tier = *u.Tier
+	copy(play.Unit.Salt[:], u.Salt)
+	return play, nil
 }
 
 // unixNano and fromUnixNano write times as UTC nanoseconds, 0 for the zero
@@ -253,11 +291,7 @@ func (e *LedgerEncoder) Encode(l *Ledger) ([]byte, error) {
 		})
 	}
 	if err == nil {
-		err = section(e, "plays", sortedKeys(l.Plays), stepsBetweenPauses, func(id string) playJSON {
-			p := l.Plays[id]
-			return playJSON{ID: p.ID, Player: p.Player, Block: p.Block, Unit: p.Unit, Tier: p.Tier,
-				Stake: p.Stake, Salt: p.Salt[:], Throws: p.Throws, LastActivity: unixNano(p.LastActivity)}
-		})
+		err = section(e, "plays", sortedKeys(l.Plays), stepsBetweenPauses, func(id string) playJSON { return encodePlay(l.Plays[id]) })
 	}
 	if err != nil {
 		return nil, err
@@ -443,10 +477,9 @@ func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
 		l.openBlock[o.Price] = o.Block
 	}
 	for _, p := range s.Plays {
-		play := &Play{ID: p.ID, Player: p.Player, Block: p.Block, Unit: p.Unit, Tier: p.Tier, Stake: p.Stake,
-			Throws: p.Throws, LastActivity: fromUnixNano(p.LastActivity)}
-		if copy(play.Salt[:], p.Salt) != len(play.Salt) || len(p.Salt) != len(play.Salt) {
-			return nil, fmt.Errorf("%w: play %s: salt of %d bytes", ErrSnapshotFormat, p.ID, len(p.Salt))
+		play, err := decodePlay(p)
+		if err != nil {
+			return nil, err
 		}
 		l.Plays[p.ID] = play
 	}

@@ -337,16 +337,20 @@ func TestLedgerSnapshotsOfAnotherFormatOrRuleSetAreRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	format := func(v string) []byte {
+		return bytes.Replace(b, []byte(`"format":4`), []byte(`"format":`+v), 1)
+	}
 	for name, c := range map[string]struct {
 		rules  *RuleSet
 		b      []byte
 		reason string
 	}{
 		"another rule set": {other, b, "rule set"},
-		"format 2":         {w.l.Rules, bytes.Replace(b, []byte(`"format":3`), []byte(`"format":2`), 1), "format version 2, this build reads 3"},
-		"unknown version":  {w.l.Rules, bytes.Replace(b, []byte(`"format":3`), []byte(`"format":99`), 1), "format version 99"},
+		"format 2":         {w.l.Rules, format("2"), "format version 2, this build reads 4"},
+		"format 3":         {w.l.Rules, format("3"), "format version 3, this build reads 4"},
+		"unknown version":  {w.l.Rules, format("99"), "format version 99"},
 		"truncated":        {w.l.Rules, b[:bytes.IndexByte(b, '\n')/2], "unexpected EOF"},
-		"an unknown field": {w.l.Rules, bytes.Replace(b, []byte(`"format":3`), []byte(`"format":3,"at":[]`), 1), "unknown field"},
+		"an unknown field": {w.l.Rules, format(`4,"at":[]`), "unknown field"},
 		"no keys":          {w.l.Rules, b[:bytes.IndexByte(b, '\n')], "no newline after the ledger"},
 		"keys cut short":   {w.l.Rules, withKeys(t, b, func(k []byte) []byte { return k[:len(k)-1] }), "keys: malformed"},
 		"keys and more":    {w.l.Rules, withKeys(t, b, func(k []byte) []byte { return append(k, 0) }), "1 bytes after the last"},
