@@ -275,12 +275,26 @@ func (s *Server) handlePages() {
 // Without it the port stayed closed meanwhile, and a load balancer's check
 // saw a refused connection rather than a service on its way.
 func Opening(pages http.Handler, reason func() string) http.Handler {
-	s := newServer(Config{Pages: pages, Readiness: func() Readiness { return Readiness{Status: StatusStarting, Reason: reason()} }})
+	return holding(pages, StatusStarting, reason)
+}
+
+// Unavailable answers as Opening does, with readiness "unavailable": for a
+// service that stopped its writer and waits, listening, until it can start
+// it again (a full disk), so that a client reads 503 and Retry-After
+// rather than a refused connection.
+func Unavailable(pages http.Handler, reason func() string) http.Handler {
+	return holding(pages, StatusUnavailable, reason)
+}
+
+// holding answers health, readiness (status, reason()) and the pages, and
+// every other request 503 unavailable with Retry-After.
+func holding(pages http.Handler, status ReadyStatus, reason func() string) http.Handler {
+	s := newServer(Config{Pages: pages, Readiness: func() Readiness { return Readiness{Status: status, Reason: reason()} }})
 	s.handle("GET /v1/health", nil, s.health)
 	s.handle("GET /v1/ready", nil, s.ready)
 	s.handlePages()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		s.problem(w, r, fmt.Errorf("%w: starting: %s", ErrNotReady, reason()))
+		s.problem(w, r, fmt.Errorf("%w: %s: %s", ErrNotReady, status, reason()))
 	})
 	return s
 }

@@ -61,6 +61,11 @@ var (
 	// Config.ReadOnly.
 	ErrReadOnly = errors.New("eventstore: read-only store")
 
+	// ErrNoSpace reports a JetStream server that refused to store for lack
+	// of disk space: creating a stream whose limits it cannot reserve, or a
+	// write to a full disk. Waiting does not help; freeing space does.
+	ErrNoSpace = errors.New("eventstore: not enough disk space")
+
 	// ErrGap reports a hole in stream sequences while reading: since the
 	// stream denies deletes and purges, a gap means lost data or a bug.
 	ErrGap = errors.New("eventstore: gap in stream sequence")

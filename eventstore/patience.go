@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // finalError is an error on which openPatiently gives up at once: the
@@ -52,6 +54,9 @@ func openPatiently[T any](ctx context.Context, log *slog.Logger, what string, op
 		attempt, done := context.WithTimeout(ctx, openAttempt)
 		v, err := open(attempt)
 		done()
+		if isNoSpace(err) {
+			return v, fmt.Errorf("%w: %w", ErrNoSpace, err)
+		}
 		if fe := (finalError{}); errors.As(err, &fe) {
 			return v, fe.error
 		}
@@ -72,3 +77,21 @@ func openPatiently[T any](ctx context.Context, log *slog.Logger, what string, op
 		}
 	}
 }
+
+// isNoSpace reports JetStream's refusals for lack of storage: a server
+// answers them at once and would answer them again, so a start waiting for
+// a quorum must not mistake them for a cluster still electing.
+func isNoSpace(err error) bool {
+	var apiErr *jetstream.APIError
+	if !errors.As(err, &apiErr) {
+		return false
+	}
+	return apiErr.ErrorCode == errCodeInsufficientResources || apiErr.ErrorCode == errCodeStorageResourcesExceeded
+}
+
+// nats-server's JSInsufficientResourcesErr and JSStorageResourcesExceededErr,
+// which nats.go does not name.
+const (
+	errCodeInsufficientResources    = 10023
+	errCodeStorageResourcesExceeded = 10047
+)

@@ -84,6 +84,8 @@ type EmbeddedServer struct {
 	writerPassword string
 	// advert is the advertisement file written, "" for none.
 	advert string
+	// watch learns from the server's log that it refused a write.
+	watch *writeWatch
 }
 
 // splitAddr parses "host:port" where port 0 means "pick one" (the server
@@ -203,6 +205,8 @@ func (e *EmbeddedServer) start(cfg EmbeddedConfig) error {
 	if cfg.Logs {
 		srv.ConfigureLogger()
 	}
+	e.watch = newWriteWatch(srv.Logger())
+	srv.SetLogger(e.watch, false, false)
 	srv.Start()
 	if !srv.ReadyForConnections(cfg.StartTimeout) {
 		srv.Shutdown()
@@ -288,6 +292,16 @@ func (e *EmbeddedServer) ClientURL() string {
 	}
 	return e.srv.ClientURL()
 }
+
+// WriteErr is the first write the server's store refused (wrapping
+// ErrNoSpace for a full disk), nil while it has refused none. Such a
+// refusal sticks: nats-server's file store answers every later write with
+// it, and answers nothing to the publisher, who would otherwise learn it
+// only from a timeout. Only a restart of the server clears it.
+func (e *EmbeddedServer) WriteErr() error { return e.watch.err() }
+
+// WriteFailed is closed at the first write the server's store refused.
+func (e *EmbeddedServer) WriteFailed() <-chan struct{} { return e.watch.failed }
 
 // Name is the server name, as reported in stream cluster info.
 func (e *EmbeddedServer) Name() string { return e.srv.Name() }

@@ -29,7 +29,10 @@ type SignificantConfig struct {
 	// margin for the yearly review of the logs).
 	MaxAge time.Duration
 	// MaxBytes bounds the stream (default 1 GiB); past it the oldest
-	// entries go first.
+	// entries go first. JetStream reserves it against its store's limit
+	// (three quarters of the free disk) whether or not it is used, so a
+	// small disk wants a smaller bound. An existing stream is never brought
+	// below what it holds: a start on a fuller disk drops no entry.
 	MaxBytes int64
 	// MaxPerKind bounds the entries of one kind (default 1 000 000), so
 	// that a flood of one kind (failed logins) never pushes out another
@@ -114,7 +117,7 @@ func OpenSignificantLog(ctx context.Context, nc *nats.Conn, cfg SignificantConfi
 			Retention:         jetstream.LimitsPolicy,
 			Discard:           jetstream.DiscardOld,
 			MaxAge:            cfg.MaxAge,
-			MaxBytes:          cfg.MaxBytes,
+			MaxBytes:          heldBytes(ctx, js, cfg.Stream, cfg.MaxBytes),
 			MaxMsgs:           -1,
 			MaxMsgsPerSubject: cfg.MaxPerKind,
 			MaxMsgSize:        4 << 10,
@@ -126,6 +129,19 @@ func OpenSignificantLog(ctx context.Context, nc *nats.Conn, cfg SignificantConfi
 		return nil, fmt.Errorf("open significant-event log %s: %w", cfg.Stream, err)
 	}
 	return &SignificantLog{cfg: cfg, js: js, stream: st}, nil
+}
+
+// heldBytes is maxBytes, or more when the existing stream already holds
+// more (up to its current bound), so that shrinking the bound never
+// discards entries.
+func heldBytes(ctx context.Context, js jetstream.JetStream, name string, maxBytes int64) int64 {
+	st, err := js.Stream(ctx, name)
+	if err != nil {
+		return maxBytes
+	}
+	info := st.CachedInfo()
+	held := min(int64(info.State.Bytes), info.Config.MaxBytes)
+	return max(maxBytes, held)
 }
 
 // Append stores one entry of a kind (a subject token: 1–64 of

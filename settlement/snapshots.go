@@ -323,8 +323,8 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 	tick := time.NewTicker(min(s.interval, time.Minute))
 	defer tick.Stop()
 	// A writer that failed takes no closing snapshot: the store of the
-	// last one, of acknowledged events only, is let finish.
-	defer s.awaitStored()
+	// last one, of acknowledged events only, is let finish, briefly.
+	defer s.settle()
 	for {
 		if SnapshotDue(&s.cfg, s.since, s.taken) && s.isStored() {
 			s.save()
@@ -366,6 +366,27 @@ func (s *snapshotter) isStored() bool {
 		return true
 	default:
 		return s.stored == nil
+	}
+}
+
+// storeAfterFailureMax bounds how long a failed writer's close waits for a
+// snapshot store in progress: the failure may be the store's own (a full
+// disk), where the store would only end at its timeouts and hold the data
+// directory's lock meanwhile.
+const storeAfterFailureMax = 2 * time.Second
+
+// settle waits, up to storeAfterFailureMax, until the last snapshot encoded
+// is stored, then abandons its store.
+func (s *snapshotter) settle() {
+	if s.stored == nil {
+		return
+	}
+	t := time.NewTimer(storeAfterFailureMax)
+	defer t.Stop()
+	select {
+	case <-s.stored:
+	case <-t.C:
+		s.abandonStore()
 	}
 }
 

@@ -49,6 +49,9 @@ type Config struct {
 	// SignificantMaxAge is how long the significant-event log keeps an
 	// entry.
 	SignificantMaxAge time.Duration
+	// SignificantMaxBytes bounds the significant-event log; zero sizes it
+	// to the data directory's disk (significantBytes).
+	SignificantMaxBytes int64
 	// TokenRate and TokenBurst bound one token's requests (serve).
 	TokenRate  int
 	TokenBurst int

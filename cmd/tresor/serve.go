@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -56,11 +58,47 @@ func init() {
 	cmd.Flags().DurationVar(&cfg.LeaseTTL, "lease-ttl", 2*time.Second, "how long the writer lease lives without renewal on a NATS cluster: bounds a takeover ($TRESOR_LEASE_TTL)")
 	withEnv(cmd.Flags(), "node-name", "lease-ttl")
 	cmd.Flags().DurationVar(&cfg.SignificantMaxAge, "significant-max-age", 400*24*time.Hour, "how long the significant-event log keeps an entry (failed authentications, refused role checks)")
+	cmd.Flags().Int64Var(&cfg.SignificantMaxBytes, "significant-max-bytes", 0, "bound of the significant-event log in bytes, past which its oldest entries go (default: a sixteenth of the data directory's free disk, between 16 MiB and 1 GiB)")
 	connectionFlag(cmd.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections instead of memory ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	rootCmd.AddCommand(cmd)
 }
 
-// serve runs until ctx ends or its writer stops, then stops in the order
+// serve runs the service (serveOnce) until ctx ends or it fails. On the
+// embedded default, a disk that filled up under a running service stops
+// it without closing its port: it answers 503 with Retry-After, readiness
+// "unavailable", until the disk has resumeFreeBytes free again, then
+// starts again in this process. Its store refuses every write once one
+// failed (nats-server keeps the error until it restarts), so the stream,
+// the writer and the read models are opened anew, as by a restart, and
+// nothing acknowledged is lost: the stream holds it, and the new writer
+// rebuilds from it.
+func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
+	run := &serveRun{}
+	defer func() {
+		if run.fr != nil {
+			run.fr.shutdown()
+		}
+	}()
+	for {
+		err := serveOnce(ctx, cfg, log, run)
+		if ctx.Err() != nil || !run.wrote || run.fr == nil || !errors.Is(err, eventstore.ErrNoSpace) {
+			return noSpaceHint(cfg, err)
+		}
+		if !awaitSpace(ctx, log, cfg, run, err) {
+			return nil
+		}
+	}
+}
+
+// serveRun is what outlives one run of serveOnce: its HTTP server, and
+// whether a writer ever ran.
+type serveRun struct {
+	fr    *front
+	pages http.Handler
+	wrote bool
+}
+
+// serveOnce runs until ctx ends or its writer stops, then stops in the order
 // that loses nothing acknowledged: the HTTP server (in-flight requests
 // finish), the writer (queued commands commit), the committer (its closing
 // seal), the projections once they have applied all of it, the stream. A
@@ -71,7 +109,7 @@ func init() {
 // unavailable until the service is ready (see readiness). On a cluster it
 // listens before it opens anything (api.Opening meanwhile): each open may
 // wait for the cluster's quorum.
-func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
+func serveOnce(ctx context.Context, cfg *Config, log *slog.Logger, run *serveRun) error {
 	started := time.Now()
 	tokens, err := cfg.tokens(cfg.NATSURL == "")
 	if err != nil {
@@ -85,19 +123,21 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
+	run.pages = pages
 	// step is what the start is opening, the reason api.Opening gives.
 	var step atomic.Pointer[string]
 	opening := func(what string) { step.Store(&what) }
 	opening("the event stream")
-	var fr *front
+	fr := run.fr
 	var claim *eventstore.NameClaim
-	defer func() {
-		if fr != nil {
-			fr.shutdown()
-		}
-	}()
 	startListening := func() error {
-		fr, err = listen(cfg, log, api.Opening(pages, func() string { return "opening " + *step.Load() }))
+		opening := api.Opening(pages, func() string { return "opening " + *step.Load() })
+		if fr != nil {
+			fr.handle(opening)
+			return nil
+		}
+		fr, err = listen(cfg, log, opening)
+		run.fr = fr
 		return err
 	}
 	// The stream first on the embedded default: it locks the data
@@ -144,11 +184,15 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	gate := &writerGate{}
 	runner := projections.NewRunner(eventSource{store: st.store, log: log}, store)
 	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn(), claim: claim}
+	if st.embedded != nil {
+		gate.storeErr, rd.storeErr = st.embedded.WriteErr, st.embedded.WriteErr
+	}
 	if psnap != nil {
 		rd.rebuilding = psnap.store.Rebuilding
 	}
 	opening("the significant-event log")
-	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge, Logger: log})
+	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge,
+		MaxBytes: significantBytes(cfg), Logger: log})
 	if err != nil {
 		return startFailed(ctx, err)
 	}
@@ -207,6 +251,7 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 		return startFailed(ctx, err)
 	}
 	gate.open(w)
+	run.wrote = true
 	rd.target.Store(w.LastSeq())
 	log.Info("writer ready", "seq", w.LastSeq(), "after", time.Since(started).Round(time.Millisecond))
 	go rd.logWhenReady(runCtx, log, started)
@@ -214,7 +259,12 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	// A stopped writer was fenced by another or cut off from the stream:
 	// every write would now fail. Exit, so that the supervisor restarts
 	// Tresor and the new writer rebuilds its state from the stream.
-	failed := awaitStop(ctx, log, fr, runDone, w.Done(), func() error { return fmt.Errorf("settlement writer: %w", w.Err()) })
+	// A store that refused a write stops the writer too, at once rather
+	// than at the write's timeout.
+	failed := awaitStop(ctx, log, fr, runDone, w.Done(), func() error { return fmt.Errorf("settlement writer: %w", w.Err()) },
+		storeWatch{st.embedded.WriteFailed(), st.embedded.WriteErr, func() {
+			fr.handle(api.Unavailable(pages, func() string { return diskFullReason(cfg) }))
+		}})
 	w.Close()
 	if err := st.closeLog(); err != nil && failed == nil && w.Err() == nil {
 		failed = fmt.Errorf("close the event log: %w", err)
@@ -253,7 +303,7 @@ func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, s
 
 	// A node's writer never stops the process; a node whose name another
 	// process claimed while it was cut off does: two ran as one node.
-	failed := awaitStop(ctx, log, fr, runDone, claim.Taken(), claim.Err)
+	failed := awaitStop(ctx, log, fr, runDone, claim.Taken(), claim.Err, storeWatch{})
 	stopNode()
 	<-nodeDone
 	return stopped(ctx, log, st, store, stopRunner, failed)
@@ -270,29 +320,60 @@ func startFailed(ctx context.Context, err error) error {
 	return err
 }
 
+// storeWatch is the embedded server's refusal of a write: failed closes at
+// the first, err says what it was, and hold keeps the HTTP server
+// answering unavailable with a reason instead of shutting it down. Its
+// zero value watches nothing.
+type storeWatch struct {
+	failed <-chan struct{}
+	err    func() error
+	hold   func()
+}
+
 // awaitStop waits for the first reason to stop: the HTTP server or the
 // projections failing, done closed (the embedded writer stopping, a node's
-// name taken; why says what failed), or ctx; then it shuts the HTTP server
-// down. It returns what failed, nil for a requested stop.
+// name taken; why says what failed), the store refusing a write, or ctx;
+// then it shuts the HTTP server down, but for a full disk: then the HTTP
+// server answers unavailable while the rest stops and serve waits for
+// space. It returns what failed, nil for a requested stop.
 func awaitStop(ctx context.Context, log *slog.Logger, fr *front, runDone chan error,
-	done <-chan struct{}, why func() error) error {
-	var failed error
-	select {
-	case <-fr.served:
-		failed = fr.failed()
-	case err := <-runDone:
-		runDone <- err
-		failed = fmt.Errorf("projections: %w", err)
-	case <-done:
-		failed = why()
+	done <-chan struct{}, why func() error, store storeWatch) error {
+	failed := awaitFirst(ctx, fr, runDone, done, why, store)
+	if store.err != nil && store.err() != nil {
+		// The writer's failure, a write's timeout, came from the store's.
+		failed = store.err()
+	}
+	if errors.Is(failed, eventstore.ErrNoSpace) {
+		log.Error("stopping the writer: the store refused a write", "err", failed)
+		store.hold()
+		return failed
+	}
+	if failed != nil {
 		log.Error("stopping", "err", failed)
-	case <-ctx.Done():
 	}
 	log.Info("shutting down")
 	if err := fr.shutdown(); err != nil && failed == nil {
 		failed = err
 	}
 	return failed
+}
+
+// awaitFirst waits for the first reason to stop among awaitStop's and
+// returns what failed, nil for ctx.
+func awaitFirst(ctx context.Context, fr *front, runDone chan error, done <-chan struct{}, why func() error, store storeWatch) error {
+	select {
+	case <-fr.served:
+		return fr.failed()
+	case err := <-runDone:
+		runDone <- err
+		return fmt.Errorf("projections: %w", err)
+	case <-done:
+		return why()
+	case <-store.failed:
+		return store.err()
+	case <-ctx.Done():
+		return nil
+	}
 }
 
 // stopped lets the projections apply the stream to its end (the closing
@@ -350,6 +431,9 @@ type writerSide interface {
 // unavailable.
 type writerGate struct {
 	w atomic.Pointer[writerSide]
+	// storeErr, when set, is the embedded store's refused write: no
+	// command can be made durable after one.
+	storeErr func() error
 }
 
 func (g *writerGate) open(w writerSide) { g.w.Store(&w) }
@@ -359,6 +443,9 @@ func (g *writerGate) Execute(ctx context.Context, cmd domain.Command) (settlemen
 	w := g.w.Load()
 	if w == nil {
 		return settlement.Result{}, fmt.Errorf("%w: the writer is rebuilding its state from the stream", api.ErrNotReady)
+	}
+	if g.storeErr != nil && g.storeErr() != nil {
+		return settlement.Result{}, fmt.Errorf("%w: the store refused a write: %w", api.ErrNotReady, g.storeErr())
 	}
 	return (*w).Execute(ctx, cmd)
 }
@@ -386,6 +473,8 @@ type readiness struct {
 	conn   *nats.Conn
 	target atomic.Uint64
 	ready  atomic.Bool
+	// storeErr, when set, is the embedded store's refused write.
+	storeErr func() error
 	// rebuilding reports the in-memory read models dropping their rows
 	// after a shard of their snapshot failed to load; nil otherwise.
 	rebuilding func() bool
@@ -401,6 +490,8 @@ func (r *readiness) state() api.Readiness {
 	switch {
 	case w == nil:
 		rd.Status, rd.Reason = api.StatusStarting, "the writer is rebuilding its state from the stream"
+	case r.storeErr != nil && r.storeErr() != nil:
+		rd.Status, rd.Reason = api.StatusUnavailable, "the store refused a write: "+r.storeErr().Error()
 	case (*w).Err() != nil:
 		rd.Status, rd.Reason = api.StatusUnavailable, (*w).Err().Error()
 	case r.rebuilding != nil && r.rebuilding():
