@@ -2,15 +2,19 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/fdj/tresor/api"
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/projections"
 )
 
 // probe is one GET as a client sees it.
@@ -197,5 +201,35 @@ func eventually(tb testing.TB, timeout time.Duration, ok func() bool) {
 			tb.Fatalf("still not so after %s", timeout)
 		}
 		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// flickeringWriter is a writer side whose error comes and goes from one
+// call to the next, as a cluster node's does while it sees the lease
+// renewed.
+type flickeringWriter struct {
+	writerSide
+	calls atomic.Int64
+}
+
+func (f *flickeringWriter) Err() error {
+	if f.calls.Add(1)%2 == 1 {
+		return errors.New("the writer lease has not been seen renewed yet")
+	}
+	return nil
+}
+
+func (f *flickeringWriter) LastSeq() uint64 { return 0 }
+
+// Readiness reads the writer's error once: read twice, a node's error
+// that was there at the first read and gone at the second made state
+// dereference nil, and serve panic at its start.
+func TestReadinessReadsTheWritersErrorOnce(t *testing.T) {
+	gate := &writerGate{}
+	gate.open(&flickeringWriter{})
+	rd := &readiness{gate: gate, runner: projections.NewRunner(nil, nil)}
+	got := rd.state()
+	if got.Status != api.StatusUnavailable || got.Reason != "the writer lease has not been seen renewed yet" {
+		t.Fatalf("readiness %q (%s), want unavailable with the writer's error", got.Status, got.Reason)
 	}
 }

@@ -487,13 +487,22 @@ func (r *readiness) state() api.Readiness {
 	if rd.WriterSeq > rd.ProjectionSeq {
 		rd.Lag = rd.WriterSeq - rd.ProjectionSeq
 	}
+	// Each error is read once: a cluster node's changes under our feet,
+	// and a second read could find it gone.
+	var storeErr, writerErr error
+	if r.storeErr != nil {
+		storeErr = r.storeErr()
+	}
+	if w != nil {
+		writerErr = (*w).Err()
+	}
 	switch {
 	case w == nil:
 		rd.Status, rd.Reason = api.StatusStarting, "the writer is rebuilding its state from the stream"
-	case r.storeErr != nil && r.storeErr() != nil:
-		rd.Status, rd.Reason = api.StatusUnavailable, "the store refused a write: "+r.storeErr().Error()
-	case (*w).Err() != nil:
-		rd.Status, rd.Reason = api.StatusUnavailable, (*w).Err().Error()
+	case storeErr != nil:
+		rd.Status, rd.Reason = api.StatusUnavailable, "the store refused a write: "+storeErr.Error()
+	case writerErr != nil:
+		rd.Status, rd.Reason = api.StatusUnavailable, writerErr.Error()
 	case r.rebuilding != nil && r.rebuilding():
 		rd.Status, rd.Reason = api.StatusUnavailable, "the read models are being rebuilt from the stream: a shard of their snapshot failed to load"
 	case !r.ready.Load() && rd.ProjectionSeq < rd.StartSeq:
