@@ -13,7 +13,7 @@ DOMAIN_ALLOWED := github.com/shopspring/decimal
 TEST_TIMEOUT   ?= 60m
 BENCH_TIME     ?= 1x
 
-.PHONY: all build run test test-short crash sellout bench bench-start lint fmt vet imports clean
+.PHONY: all build run test test-short crash crash-storage sellout bench bench-start lint fmt vet imports clean
 
 all: lint test
 
@@ -37,9 +37,18 @@ test-short:
 # clients (16), TRESOR_CRASH_SEED replays a run's choices; the figures are
 # the last line.
 TRESOR_CRASH_CYCLES ?= 20
-crash:
+crash: crash-storage
 	TRESOR_CRASH_CYCLES=$(TRESOR_CRASH_CYCLES) $(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) \
 		-run '^TestCrashKeepsEveryAcknowledgedWrite$$' ./cmd/tresor
+
+# crash-storage damages the newest block file of a stream killed under load
+# in every way the storage-fault suite knows (make test picks a few, by the
+# run's seed), and tears the last append of each shape, TRESOR_STORAGE_RUNS
+# times, each with a seed and a kill of its own.
+TRESOR_STORAGE_RUNS ?= 5
+crash-storage:
+	TRESOR_STORAGE_FAULTS=all $(GO) test -count=$(TRESOR_STORAGE_RUNS) -v -timeout $(TEST_TIMEOUT) \
+		-run '^TestStorageFault' ./cmd/tresor
 
 # bench runs every Go benchmark once at its natural size; the figures are
 # quoted in docs/performance.md. BENCH=regex narrows it.

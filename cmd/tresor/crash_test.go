@@ -187,13 +187,15 @@ type crashRun struct {
 	stored, auditKey []string
 	http             *http.Client
 	ctx              context.Context
-	stopping         atomic.Bool
-	wg               sync.WaitGroup
-	finance          string
-	journal          crashJournal
-	stream           *crashStream
-	export           string
-	audits           int
+	// cancel ends the clients' requests at once, answered or not.
+	cancel   context.CancelFunc
+	stopping atomic.Bool
+	wg       sync.WaitGroup
+	finance  string
+	journal  crashJournal
+	stream   *crashStream
+	export   string
+	audits   int
 	// earlyKills counts the kills while starting.
 	earlyKills int
 	// fromSnapshot counts the killed servers whose writer had begun from a
@@ -234,7 +236,7 @@ func newCrashRun(t *testing.T) *crashRun {
 		MaxIdleConnsPerHost: 2*r.clients + 4,
 	}}
 	ctx, cancel := context.WithCancel(context.Background())
-	r.ctx = ctx
+	r.ctx, r.cancel = ctx, cancel
 	t.Cleanup(func() {
 		cancel()
 		r.wg.Wait()
@@ -285,15 +287,21 @@ func (r *crashRun) setUp(s *server, nodes ...*server) {
 // gone, so that every answer a client holds was given before the check.
 func (r *crashRun) kill(s *server) {
 	r.t.Helper()
+	s.kill()
+	r.http.Transport.(*http.Transport).CloseIdleConnections()
+}
+
+// kill ends serve with SIGKILL and waits for it to be gone.
+func (s *server) kill() {
+	s.tb.Helper()
 	if err := s.cmd.Process.Kill(); err != nil {
-		r.t.Fatalf("kill -9 tresor serve: %v", err)
+		s.tb.Fatalf("kill -9 tresor serve: %v", err)
 	}
 	select {
 	case <-s.done:
 	case <-time.After(30 * time.Second):
-		r.t.Fatalf("tresor serve still running 30s after SIGKILL")
+		s.tb.Fatalf("tresor serve still running 30s after SIGKILL")
 	}
-	r.http.Transport.(*http.Transport).CloseIdleConnections()
 }
 
 // stopClients lets each client finish (or leave) its play and return.

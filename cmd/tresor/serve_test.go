@@ -66,6 +66,23 @@ func (s *server) waitReady(timeout time.Duration) {
 // "listening on" line, which comes before it is ready.
 func startListening(tb testing.TB, data string, args ...string) *server {
 	tb.Helper()
+	s, addr := launchServe(tb, data, args...)
+	select {
+	case a := <-addr:
+		s.url = "http://" + a
+	case err := <-s.done:
+		tb.Fatalf("tresor serve exited before listening: %v\n%s", err, s.logs)
+	case <-time.After(60 * time.Second):
+		tb.Fatalf("tresor serve not listening after 60s\n%s", s.logs)
+	}
+	return s
+}
+
+// launchServe runs the real binary on a random port; addr receives the
+// address it listens on, once it does. A serve that must refuse to start
+// never listens or never becomes ready: its caller watches both.
+func launchServe(tb testing.TB, data string, args ...string) (*server, <-chan string) {
+	tb.Helper()
 	cmd := exec.Command(tresorBin, append([]string{"serve", "--data", data, "--http", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -92,15 +109,7 @@ func startListening(tb testing.TB, data string, args ...string) *server {
 			cmd.Process.Kill()
 		}
 	})
-	select {
-	case a := <-addr:
-		s.url = "http://" + a
-	case err := <-s.done:
-		tb.Fatalf("tresor serve exited before listening: %v\n%s", err, s.logs)
-	case <-time.After(60 * time.Second):
-		tb.Fatalf("tresor serve not listening after 60s\n%s", s.logs)
-	}
-	return s
+	return s, addr
 }
 
 // stop sends SIGTERM and expects a clean exit.
