@@ -73,7 +73,11 @@ type Node struct {
 	mu       sync.Mutex
 	writer   *settlement.Writer
 	follower *follower
-	lease    eventstore.LeaseInfo
+	// term is the term of the lease this node leads under, 0 while it
+	// does not: the writer's status names itself and its term from it,
+	// whatever lease it has read.
+	term  uint64
+	lease eventstore.LeaseInfo
 	// leaseRev is the newest revision of the lease's key this node has
 	// read or written (a read of an older or the same revision is a copy
 	// nobody renews, or one behind: noteLease), and leaseSeen when it last
@@ -245,7 +249,7 @@ func (n *Node) Status() Status {
 	defer n.mu.Unlock()
 	s := Status{Role: RoleStandby, Holder: n.lease.Holder, Term: n.lease.Term, Takeovers: n.takeovers}
 	if n.writer != nil {
-		s.Role = RoleWriter
+		s.Role, s.Holder, s.Term = RoleWriter, n.cfg.Lease.Holder(), n.term
 		s.FollowerSeq = n.writer.LastSeq()
 		return s
 	}
@@ -395,6 +399,7 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 	won := time.Now()
 	n.mu.Lock()
 	n.takeovers++
+	n.term = term
 	n.moveLease(eventstore.LeaseInfo{Holder: n.cfg.Lease.Holder(), Term: term})
 	n.wroteLease(term)
 	n.mu.Unlock()
@@ -544,6 +549,7 @@ func (n *Node) stepDown(ctx context.Context, w *settlement.Writer, elog *settlem
 	// it is no longer the writer: its own name as holder would make it
 	// ready, forwarding to a service it no longer runs.
 	n.mu.Lock()
+	n.term = 0
 	n.moveLease(eventstore.LeaseInfo{})
 	n.mu.Unlock()
 	n.closeWriter(w, elog, svc, lost)

@@ -122,6 +122,9 @@ func TestNodeTakeover(t *testing.T) {
 	if s := b.Status(); s.Role != RoleStandby || s.Holder != "a" || s.Term == 0 {
 		t.Fatalf("standby's status %+v, want standby with holder a", s)
 	}
+	if s, sb := a.Status(), b.Status(); s.Role != RoleWriter || s.Holder != "a" || s.Term != sb.Term {
+		t.Fatalf("writer's status %+v, want the writer naming itself at the standby's term %d", s, sb.Term)
+	}
 
 	// Graceful stop: the lease is released at once.
 	stopped := time.Now()

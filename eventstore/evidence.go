@@ -52,7 +52,7 @@ func (e *TruncatedError) Error() string {
 	for _, ev := range e.Differing {
 		fmt.Fprintf(&b, " %s names event %s at sequence %d, the stream holds another;", ev.Source, ev.Head.Hash, ev.Head.Sequence)
 	}
-	b.WriteString(" a damaged disk lost acknowledged events: restore the stream from a backup, the regulator's copy or a healthy replica (docs/operations.md, \"A stream shorter than its evidence\")")
+	b.WriteString(" a damaged disk lost acknowledged events: restore the stream from a backup, the regulator's copy or a healthy replica (docs/operations.md, \"Storage faults\")")
 	return b.String()
 }
 
