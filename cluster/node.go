@@ -30,6 +30,10 @@ const (
 // open or a lost watch.
 const retryPause = 250 * time.Millisecond
 
+// openWriterTTLs bounds, in lease TTLs, how long a node that won the lease
+// tries to open its writer before it steps down and releases the lease.
+const openWriterTTLs = 3
+
 // NodeConfig configures a Node.
 type NodeConfig struct {
 	// Store is the event store on the NATS cluster; the node's lease,
@@ -73,6 +77,11 @@ type Node struct {
 	mu       sync.Mutex
 	writer   *settlement.Writer
 	follower *follower
+	// kept is the standby's ledger that a writer's open failed before
+	// touching it (the stream's head could not be read): the next try
+	// starts from it rather than from a fresh follower's, which holds
+	// far less.
+	kept *settlement.Start
 	// term is the term of the lease this node leads under, 0 while it
 	// does not: the writer's status names itself and its term from it,
 	// whatever lease it has read.
@@ -407,11 +416,19 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 	defer cancel()
 	lost := make(chan error, 1)
 	go n.renew(lctx, lost)
+	var failing time.Time // since when the writer's opens have failed
 	for {
 		w, elog, err := n.openWriter(lctx)
 		if err != nil {
-			if lctx.Err() != nil || errors.Is(err, eventstore.ErrFenced) || !n.cfg.Lease.Valid() {
-				log.Error("could not open the writer; stepping down", "err", err)
+			if failing.IsZero() {
+				failing = time.Now()
+			}
+			// A node that cannot reach the stream for that long hands
+			// the lease on, rather than keep it from a standby that
+			// may.
+			if lctx.Err() != nil || errors.Is(err, eventstore.ErrFenced) || !n.cfg.Lease.Valid() ||
+				time.Since(failing) > openWriterTTLs*n.cfg.Lease.TTL() {
+				log.Error("could not open the writer; stepping down", "err", err, "failing_for", time.Since(failing).Round(time.Millisecond))
 				n.stepDown(ctx, nil, nil, nil, err)
 				return
 			}
@@ -419,6 +436,7 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 			sleep(lctx, retryPause)
 			continue
 		}
+		failing = time.Time{}
 		svc, err := Serve(n.cfg.Store.Conn(), settlement.Chain, term, w, n.cfg.Logger)
 		if err != nil {
 			log.Error("could not serve forwarded commands; stepping down", "err", err)
@@ -503,21 +521,17 @@ func (n *Node) startFollower() *follower {
 // snapshots when the writer took the ledger (a writer that loaded its own
 // start, the follower having none yet, keeps its own snapshotter).
 func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.EventLog, error) {
-	n.mu.Lock()
-	f := n.follower
-	n.follower = n.startFollower()
-	n.mu.Unlock()
 	cfg := n.cfg.Writer
 	cfg.MayAnswer = n.leaseValid
-	cfg.Start = f.take()
-	if cfg.Start != nil {
-		from, applied := f.progress()
-		n.cfg.Logger.Info("the writer opens from the standby's ledger", "seq", cfg.Start.Seq, "follower_from", from, "follower_applied", applied)
-	}
+	cfg.Start = n.startingLedger()
 	ccfg := n.cfg.Committer
 	ccfg.MaySend = n.leaseValid
 	elog, err := settlement.OpenEventLog(ctx, n.cfg.Store, ccfg)
 	if err != nil {
+		// Nothing was applied to the ledger: the next try keeps it.
+		n.mu.Lock()
+		n.kept = cfg.Start
+		n.mu.Unlock()
 		return nil, nil, err
 	}
 	w, err := settlement.Open(ctx, elog, cfg)
@@ -527,6 +541,27 @@ func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.
 	}
 	n.followerSnaps.Store(cfg.Start != nil && cfg.Snapshots != nil)
 	return w, elog, nil
+}
+
+// startingLedger is the ledger a writer opens from: the one a failed open
+// kept, or the follower's, which a fresh follower then replaces (nil when
+// the follower has none: the writer then loads its own start).
+func (n *Node) startingLedger() *settlement.Start {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if kept := n.kept; kept != nil {
+		n.kept = nil
+		n.cfg.Logger.Info("the writer opens from the ledger its last try kept", "seq", kept.Seq)
+		return kept
+	}
+	f := n.follower
+	n.follower = n.startFollower()
+	start := f.take()
+	if start != nil {
+		from, applied := f.progress()
+		n.cfg.Logger.Info("the writer opens from the standby's ledger", "seq", start.Seq, "follower_from", from, "follower_applied", applied)
+	}
+	return start
 }
 
 // leaseValid is the committer's check before each batch, and the
@@ -550,6 +585,9 @@ func (n *Node) stepDown(ctx context.Context, w *settlement.Writer, elog *settlem
 	// ready, forwarding to a service it no longer runs.
 	n.mu.Lock()
 	n.term = 0
+	// A standby's follower takes over from here: a ledger kept for a
+	// writer's next try would only grow stale in memory.
+	n.kept = nil
 	n.moveLease(eventstore.LeaseInfo{})
 	n.mu.Unlock()
 	n.closeWriter(w, elog, svc, lost)

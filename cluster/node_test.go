@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -28,21 +29,24 @@ type testNode struct {
 // startNode runs a node named name on cluster c, stopped at cleanup.
 func startNode(tb testing.TB, c *eventstoretest.Cluster, name string) *testNode {
 	tb.Helper()
-	return runNode(tb, openStore(tb, c.URLs(), 3, nats.ReconnectBufSize(-1)), name, 3, writerConfig(tb))
+	return runNode(tb, openStore(tb, c.URLs(), 3, nats.ReconnectBufSize(-1)), name, 3, writerConfig(tb), nil)
 }
 
 // runNode runs a node named name on store, with streams and buckets of
-// replicas and its writer configured by wcfg (its logger is the node's),
-// stopped at cleanup.
-func runNode(tb testing.TB, store *eventstore.NATSStore, name string, replicas int, wcfg settlement.Config) *testNode {
+// replicas and its writer configured by wcfg (its logger is the node's)
+// and its committer by ccfg (nil: seals only), stopped at cleanup.
+func runNode(tb testing.TB, store *eventstore.NATSStore, name string, replicas int, wcfg settlement.Config, ccfg *eventstore.CommitterConfig) *testNode {
 	tb.Helper()
 	lease, err := eventstore.OpenLease(eventstoretest.Ctx(tb, 30*time.Second), store.Conn(), "s0",
 		eventstore.LeaseConfig{Holder: name, Replicas: replicas})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	n, err := NewNode(NodeConfig{Store: store, Lease: lease, Writer: wcfg,
-		Committer: eventstore.CommitterConfig{SealKey: testSealKey}, Logger: wcfg.Logger})
+	committer := eventstore.CommitterConfig{SealKey: testSealKey}
+	if ccfg != nil {
+		committer = *ccfg
+	}
+	n, err := NewNode(NodeConfig{Store: store, Lease: lease, Writer: wcfg, Committer: committer, Logger: wcfg.Logger})
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -359,4 +363,77 @@ func TestAStandbyWhoseForwardFindsNoWriterSaysSo(t *testing.T) {
 		renew()
 		return b.Err()
 	})
+}
+
+// failingMark is a high-water mark whose first loads fail as a read of a
+// cluster that times out does: the committer's start, and so the
+// writer's open, fails before it touches the standby's ledger.
+type failingMark struct {
+	mu    sync.Mutex
+	fails int
+}
+
+func (m *failingMark) Load(context.Context) (eventstore.Head, bool, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.fails > 0 {
+		m.fails--
+		return eventstore.Head{}, false, fmt.Errorf("read high-water mark of chain s0: %w", context.DeadlineExceeded)
+	}
+	return eventstore.Head{}, false, nil
+}
+
+func (*failingMark) Advance(eventstore.Head) {}
+func (*failingMark) Close() error            { return nil }
+
+// A writer whose open failed on a passing error tries again from the
+// standby's ledger it had taken, replaying only what followed it, never
+// from a fresh follower's nearly empty one.
+func TestAWriterRetryKeepsTheStandbysLedger(t *testing.T) {
+	c, a, b := writerAndStandby(t)
+	b.stop()
+	<-b.done
+	ctx := eventstoretest.Ctx(t, 2*time.Minute)
+	for i := range 50 {
+		if _, err := deposit(ctx, a, "p1", 100, fmt.Sprintf("k-%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var log eventstoretest.LogBuffer
+	wcfg := writerConfig(t)
+	wcfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	e := runNode(t, openStore(t, c.URLs(), 3, nats.ReconnectBufSize(-1)), "e", 3, wcfg,
+		&eventstore.CommitterConfig{SealKey: testSealKey, HighWater: &failingMark{fails: 1}})
+	eventstoretest.Eventually(t, 20*time.Second, func() error {
+		if s := e.Status(); s.Role != RoleStandby || s.FollowerSeq < a.LastSeq() {
+			return fmt.Errorf("standby e at %d of %d", s.FollowerSeq, a.LastSeq())
+		}
+		return nil
+	})
+	caughtUp := e.Status().FollowerSeq
+	a.stop()
+	<-a.done
+	eventstoretest.Eventually(t, 20*time.Second, func() error {
+		if !strings.Contains(log.String(), "writer ready") {
+			return errors.New("e has not opened a writer")
+		}
+		return nil
+	})
+	logs := log.String()
+	if !strings.Contains(logs, "could not open the writer; trying again") ||
+		!strings.Contains(logs, "the writer opens from the ledger its last try kept") {
+		t.Fatalf("e's writer did not open again from the ledger it kept:\n%s", logs)
+	}
+	var kept, replayed uint64
+	for _, line := range strings.Split(logs, "\n") {
+		if strings.Contains(line, "the writer opens from the ledger its last try kept") {
+			fmt.Sscanf(line[strings.Index(line, " seq=")+1:], "seq=%d", &kept)
+		}
+		if strings.Contains(line, "ledger rebuilt") {
+			fmt.Sscanf(line[strings.Index(line, " replayed=")+1:], "replayed=%d", &replayed)
+		}
+	}
+	if kept < caughtUp || replayed > 10 {
+		t.Fatalf("the retry opened from sequence %d (the standby had reached %d) and replayed %d events:\n%s", kept, caughtUp, replayed, logs)
+	}
 }

@@ -60,7 +60,7 @@ func (w *snapWorld) config(t testing.TB, every int, log *eventstoretest.LogBuffe
 // node runs a node named name on its own connection.
 func (w *snapWorld) node(t *testing.T, name string, every int, log *eventstoretest.LogBuffer) *testNode {
 	t.Helper()
-	return runNode(t, openStore(t, w.url, 1), name, 1, w.config(t, every, log))
+	return runNode(t, openStore(t, w.url, 1), name, 1, w.config(t, every, log), nil)
 }
 
 // latest returns the sequence of the newest writer snapshot, 0 for none.

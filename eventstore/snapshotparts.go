@@ -428,7 +428,7 @@ func (s *Snapshots) open(ctx context.Context, name string) (SnapshotMeta, io.Rea
 		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s", errSnapshotGone, name)
 	}
 	if err != nil {
-		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: get snapshot %s: %w", ErrSnapshotRefused, name, err)
+		return SnapshotMeta{}, nil, nil, refused(err, "get snapshot %s", name)
 	}
 	if _, ok := info.Metadata[snapshotManifestKey]; !ok {
 		meta, data, err := s.getLegacy(ctx, name, info)
@@ -453,7 +453,7 @@ func (s *Snapshots) manifest(ctx context.Context, name string, info *jetstream.O
 	}
 	mb, err := s.os.GetBytes(ctx, name)
 	if err != nil {
-		return nil, fmt.Errorf("%w: read %s: %w", ErrSnapshotRefused, name, err)
+		return nil, refused(err, "read %s", name)
 	}
 	if !hmac.Equal([]byte(s.manifestMAC(name, mb)), []byte(info.Metadata[snapshotMACKey])) {
 		return nil, fmt.Errorf("%w: %s: manifest authentication fails (altered or written under another key)", ErrSnapshotRefused, name)
@@ -539,7 +539,7 @@ func (s *Snapshots) fetchParts(ctx context.Context, name string, m *snapshotMani
 		bytes += len(res.data)
 		switch {
 		case res.err != nil:
-			res.err = fmt.Errorf("%w: %s: part %d of %d: %w", ErrSnapshotRefused, name, i, len(m.Parts), res.err)
+			res.err = refused(res.err, "%s: part %d of %d", name, i, len(m.Parts))
 		case len(res.data) != p.Bytes:
 			res.err = fmt.Errorf("%w: %s: part %d of %d holds %d bytes, the manifest says %d", ErrSnapshotRefused, name, i, len(m.Parts), len(res.data), p.Bytes)
 		case !hmac.Equal([]byte(s.partMAC(name, m.ID, i, res.data)), []byte(p.MAC)):

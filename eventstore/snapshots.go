@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -49,6 +50,37 @@ var ErrNoSnapshot = errors.New("no snapshot")
 // ErrSnapshotRefused wraps the reason a stored snapshot cannot be trusted:
 // its authentication fails or its metadata does not parse.
 var ErrSnapshotRefused = errors.New("snapshot refused")
+
+// ErrSnapshotUnavailable wraps a passing error met while a snapshot was
+// read (a request that timed out, a cluster electing a leader): the
+// snapshot may be whole, and a load tries it again before it gives up.
+var ErrSnapshotUnavailable = errors.New("snapshot unavailable for now")
+
+// refused wraps err, met while reading a snapshot, as ErrSnapshotRefused,
+// or as ErrSnapshotUnavailable when it is a passing error.
+func refused(err error, format string, args ...any) error {
+	kind := ErrSnapshotRefused
+	if passing(err) {
+		kind = ErrSnapshotUnavailable
+	}
+	return fmt.Errorf("%w: %s: %w", kind, fmt.Sprintf(format, args...), err)
+}
+
+// passing reports an error that a later try may not meet: a request that
+// timed out or found no responder, or JetStream answering that it is
+// temporarily unavailable (a cluster electing).
+func passing(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		return apiErr.Code == 503 || apiErr.ErrorCode == errCodeClusterNotAvailable
+	}
+	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+// errCodeClusterNotAvailable is nats-server's JSClusterNotAvailErr,
+// "JetStream system temporarily unavailable".
+const errCodeClusterNotAvailable = 10008
 
 // SnapshotMeta describes a snapshot: what it is of and where in the stream.
 type SnapshotMeta struct {
@@ -492,10 +524,43 @@ func (sl *SnapshotSlot) LoadParts(ctx context.Context, read func(seq uint64, r i
 // section, the snapshot's other sections, which it may open later, alone
 // (a section's parts pruned or altered by then are refused as they are
 // read).
+//
+// A passing error (ErrSnapshotUnavailable: a request timed out, the
+// cluster elects a leader) is no verdict on a snapshot: the load is tried
+// again, snapshotLoadTries times at most, before it returns it; a start
+// that gave a snapshot up for it would replay the whole history.
 func (sl *SnapshotSlot) LoadSections(ctx context.Context, read func(seq uint64, r io.Reader, rest *SnapshotSections) error) (seq uint64, skipped []error, err error) {
+	pause := snapshotLoadPause
+	for try := 1; ; try++ {
+		seq, skipped, err = sl.loadSections(ctx, read)
+		if !errors.Is(err, ErrSnapshotUnavailable) || try == snapshotLoadTries || ctx.Err() != nil {
+			return seq, skipped, err
+		}
+		sl.snaps.cfg.Logger.Warn("snapshot load: trying again after a passing error", "kind", sl.kind, "try", try, "err", err)
+		select {
+		case <-ctx.Done():
+			return 0, skipped, err
+		case <-time.After(pause):
+		}
+		pause *= 2
+	}
+}
+
+// Bounds of a snapshot load's tries after passing errors: with the
+// cluster's request timeout, about as long as a stream leader's election.
+const (
+	snapshotLoadTries = 4
+	snapshotLoadPause = 500 * time.Millisecond
+)
+
+// loadSections is one try of LoadSections.
+func (sl *SnapshotSlot) loadSections(ctx context.Context, read func(seq uint64, r io.Reader, rest *SnapshotSections) error) (seq uint64, skipped []error, err error) {
 	started := time.Now()
 	names, err := sl.snaps.names(ctx, sl.kind, sl.chain)
 	if err != nil {
+		if passing(err) {
+			err = fmt.Errorf("%w: %w", ErrSnapshotUnavailable, err)
+		}
 		return 0, nil, err
 	}
 	if len(names) == 0 {
@@ -510,6 +575,8 @@ func (sl *SnapshotSlot) LoadSections(ctx context.Context, read func(seq uint64, 
 		if errors.Is(err, errSnapshotGone) {
 			continue
 		}
+		// A passing error (ErrSnapshotUnavailable) is no refusal: the
+		// snapshot may be whole, and an older one is not tried for it.
 		if !errors.Is(err, ErrSnapshotRefused) {
 			return 0, skipped, err
 		}
@@ -541,7 +608,7 @@ func (sl *SnapshotSlot) load(ctx context.Context, name string, read func(uint64,
 	}
 	head, err := sl.snaps.store.HeadAt(ctx, sl.chain, meta.Sequence)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s: %w", ErrSnapshotRefused, name, err)
+		return 0, refused(err, "%s", name)
 	}
 	if head.Hash != meta.Head || head.ChainSeq != meta.ChainSeq {
 		return 0, fmt.Errorf("%w: %s: the stream holds event %s (chain position %d) at sequence %d, the snapshot names %s (%d)",
