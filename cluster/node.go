@@ -296,6 +296,7 @@ func (n *Node) Run(ctx context.Context) error {
 	tick := time.NewTicker(ttl / 2)
 	defer tick.Stop()
 	var watch <-chan eventstore.LeaseRead
+	var free time.Time // since when this node has seen the lease free
 	for {
 		if watch == nil {
 			w, err := n.cfg.Lease.Watch(ctx)
@@ -314,6 +315,7 @@ func (n *Node) Run(ctx context.Context) error {
 			}
 			n.noteLease(r)
 			if r.Holder != "" {
+				free = time.Time{}
 				continue
 			}
 		case <-tick.C:
@@ -325,22 +327,65 @@ func (n *Node) Run(ctx context.Context) error {
 			if r, err := n.cfg.Lease.Read(ctx); err == nil {
 				n.noteLease(r)
 				if r.Holder != "" {
+					free = time.Time{}
 					continue
 				}
 			}
+		}
+		if free.IsZero() {
+			free = time.Now()
+		}
+		if !n.mayCompete(ctx, free) {
+			continue
 		}
 		term, err := n.cfg.Lease.Acquire(ctx)
 		if err != nil {
 			if !errors.Is(err, eventstore.ErrLeaseHeld) && ctx.Err() == nil {
 				n.cfg.Logger.Warn("acquire the writer lease", "err", err)
 			}
+			if errors.Is(err, eventstore.ErrLeaseHeld) {
+				free = time.Time{}
+			}
 			continue
 		}
+		free = time.Time{}
 		n.lead(ctx, term)
 		if ctx.Err() != nil {
 			return nil
 		}
 	}
+}
+
+// CaughtUpLagMax is how far behind the stream's head a standby's ledger
+// may be for it to compete for a free lease at once: its takeover then
+// replays no more than that. A standby further behind (one just started,
+// replaying the history) competes only once the lease has been free for a
+// TTL, when no caught-up node took it.
+const CaughtUpLagMax = 1000
+
+// mayCompete reads the stream's head and says whether this node competes
+// for the lease, free since free: when its follower is caught up, or when
+// none that is has taken the lease for a TTL.
+func (n *Node) mayCompete(ctx context.Context, free time.Time) bool {
+	n.readHead(ctx)
+	n.mu.Lock()
+	var at uint64
+	if n.follower != nil {
+		at = n.follower.position()
+	}
+	lag := n.head - min(at, n.head)
+	n.mu.Unlock()
+	if competes(lag, time.Since(free), n.cfg.Lease.TTL()) {
+		return true
+	}
+	n.cfg.Logger.Debug("not competing for the free lease: behind the stream's head", "lag", lag)
+	return false
+}
+
+// competes says whether a standby lag events behind the stream's head
+// competes for a lease free for freeFor, of TTL ttl.
+func competes(lag uint64, freeFor, ttl time.Duration) bool {
+	return lag <= CaughtUpLagMax || freeFor > ttl
 }
 
 // noteLease records the lease as read (a watch's update, a read) unless

@@ -437,3 +437,24 @@ func TestAWriterRetryKeepsTheStandbysLedger(t *testing.T) {
 		t.Fatalf("the retry opened from sequence %d (the standby had reached %d) and replayed %d events:\n%s", kept, caughtUp, replayed, logs)
 	}
 }
+
+// Only a caught-up standby competes for a free lease at once; one further
+// behind competes once no caught-up node has taken it for a TTL.
+func TestOnlyACaughtUpStandbyCompetesAtOnce(t *testing.T) {
+	const ttl = 2 * time.Second
+	for _, tc := range []struct {
+		lag     uint64
+		freeFor time.Duration
+		want    bool
+	}{
+		{0, 0, true},
+		{CaughtUpLagMax, 0, true},
+		{CaughtUpLagMax + 1, 0, false},
+		{100_000, ttl, false},
+		{100_000, ttl + time.Millisecond, true},
+	} {
+		if got := competes(tc.lag, tc.freeFor, ttl); got != tc.want {
+			t.Errorf("lag %d, lease free for %s: competes %t, want %t", tc.lag, tc.freeFor, got, tc.want)
+		}
+	}
+}

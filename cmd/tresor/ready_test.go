@@ -233,3 +233,31 @@ func TestReadinessReadsTheWritersErrorOnce(t *testing.T) {
 		t.Fatalf("readiness %q (%s), want unavailable with the writer's error", got.Status, got.Reason)
 	}
 }
+
+// A writer side that takes commands again is ready only once it has for
+// readyHold: a node's readiness does not flap with its forward's answers
+// while a takeover is under way.
+func TestReadinessHoldsAfterTheWriterSideFailed(t *testing.T) {
+	nc, done := embeddedConn(t, t.TempDir())
+	defer done()
+	gate := &writerGate{}
+	w := &flickeringWriter{}
+	gate.open(w)
+	rd := &readiness{gate: gate, runner: projections.NewRunner(nil, nil), conn: nc}
+	if got := rd.state(); got.Status != api.StatusUnavailable {
+		t.Fatalf("readiness %q with the writer failing", got.Status)
+	}
+	failed := time.Now()
+	w.calls.Store(1) // its next calls find no error
+	var got api.Readiness
+	for got = rd.state(); got.Status != api.StatusReady; got = rd.state() {
+		if !strings.Contains(got.Reason, "taken again") {
+			t.Fatalf("readiness %q (%s) while held", got.Status, got.Reason)
+		}
+		w.calls.Store(1)
+		time.Sleep(readyPoll) // polling the clock, not waiting for an event
+	}
+	if held := time.Since(failed); held < readyHold {
+		t.Fatalf("ready %s after the writer side failed, want at least %s", held, readyHold)
+	}
+}

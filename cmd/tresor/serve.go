@@ -290,8 +290,10 @@ func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, s
 		stopRunner(false)
 		return startFailed(ctx, err)
 	}
-	gate.open(node)
+	// Before the gate opens: state reads the node once it sees the
+	// writer side open.
 	rd.node = node
+	gate.open(node)
 	nodeCtx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
 	nodeDone := make(chan struct{})
 	go func() {
@@ -478,7 +480,19 @@ type readiness struct {
 	// rebuilding reports the in-memory read models dropping their rows
 	// after a shard of their snapshot failed to load; nil otherwise.
 	rebuilding func() bool
+	// writerFailedAt is when the writer side was last seen unable to
+	// take commands (Unix nanoseconds, 0 never): a cluster node's is ready
+	// again only readyHold later, so that a takeover under way does not
+	// flip a load balancer's check back and forth (an embedded writer
+	// that fails stops the process).
+	writerFailedAt atomic.Int64
 }
+
+// readyHold is how long a cluster node's commands must have been taken
+// again before it says it is ready: while a takeover is under way its
+// forward finds a writer, then none, then one again, and its readiness
+// would change faster than a load balancer checks it.
+const readyHold = 2 * time.Second
 
 // state implements api.Config.Readiness; it does no I/O.
 func (r *readiness) state() api.Readiness {
@@ -503,6 +517,9 @@ func (r *readiness) state() api.Readiness {
 		rd.Status, rd.Reason = api.StatusUnavailable, "the store refused a write: "+storeErr.Error()
 	case writerErr != nil:
 		rd.Status, rd.Reason = api.StatusUnavailable, writerErr.Error()
+		r.writerFailedAt.Store(time.Now().UnixNano())
+	case r.held():
+		rd.Status, rd.Reason = api.StatusUnavailable, fmt.Sprintf("commands are taken again: ready once they have been for %s", readyHold)
 	case r.rebuilding != nil && r.rebuilding():
 		rd.Status, rd.Reason = api.StatusUnavailable, "the read models are being rebuilt from the stream: a shard of their snapshot failed to load"
 	case !r.ready.Load() && rd.ProjectionSeq < rd.StartSeq:
@@ -517,11 +534,18 @@ func (r *readiness) state() api.Readiness {
 		r.ready.Store(true)
 		rd.Status = api.StatusReady
 	}
-	if r.node != nil {
+	if w != nil && r.node != nil {
 		s := r.node.Status()
 		rd.Cluster = &api.ClusterStatus{Role: string(s.Role), LeaseHolder: s.Holder, Term: s.Term, StandbyLag: s.StandbyLag}
 	}
 	return rd
+}
+
+// held reports a cluster node whose writer side could not take commands
+// less than readyHold ago.
+func (r *readiness) held() bool {
+	at := r.writerFailedAt.Load()
+	return at != 0 && time.Since(time.Unix(0, at)) < readyHold
 }
 
 // readyPoll is how often logWhenReady looks.
