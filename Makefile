@@ -13,7 +13,7 @@ DOMAIN_ALLOWED := github.com/shopspring/decimal
 TEST_TIMEOUT   ?= 60m
 BENCH_TIME     ?= 1x
 
-.PHONY: all build run test test-short crash crash-storage sellout bench bench-start lint fmt vet imports clean
+.PHONY: all build run test test-services test-short crash crash-storage sellout bench bench-start lint fmt vet imports clean
 
 all: lint test
 
@@ -24,8 +24,17 @@ build:
 run: build
 	$(BIN) serve --data $(DATA)
 
-test:
+# test starts (or installs) PostgreSQL, RabbitMQ and chromium first, as
+# .ci/run does (scripts/test-services.sh), so that it passes on a fresh
+# machine by itself.
+export TRESOR_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable
+export TRESOR_TEST_AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
+
+test: test-services
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+test-services:
+	scripts/test-services.sh
 
 test-short:
 	$(GO) test -short -count=1 ./...
