@@ -311,6 +311,9 @@ func (b *builder) stake(ctx context.Context, r eventstore.RecordedEvent, e *doma
 	if err != nil {
 		return 0, fmt.Errorf("find the stake of play %s: %w", e.Play, err)
 	}
+	// The last stake of the play before its settlement: a stake voided
+	// with its torn append, and staked again, names the same play.
+	var stake *domain.StakePlaced
 	for _, x := range events {
 		if x.Type != domain.TypeStakePlaced || x.Sequence > r.Sequence {
 			continue
@@ -320,8 +323,11 @@ func (b *builder) stake(ctx context.Context, r eventstore.RecordedEvent, e *doma
 			return 0, fmt.Errorf("find the stake of play %s: decode sequence %d: %w", e.Play, x.Sequence, err)
 		}
 		if s.Play == e.Play {
-			return s.Stake, nil
+			stake = &s
 		}
 	}
-	return 0, fmt.Errorf("play %s settled at sequence %d has no stake in %s", e.Play, r.Sequence, r.Aggregate)
+	if stake == nil {
+		return 0, fmt.Errorf("play %s settled at sequence %d has no stake in %s", e.Play, r.Sequence, r.Aggregate)
+	}
+	return stake.Stake, nil
 }
