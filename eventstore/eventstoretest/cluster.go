@@ -164,6 +164,11 @@ func (c *Cluster) Stop(i int) {
 	c.Nodes[i] = nil
 }
 
+// Dir is node i's data directory: JetStream's files are under its
+// "jetstream" directory, for a test that damages them while the node is
+// down.
+func (c *Cluster) Dir(i int) string { return c.dirs[i] }
+
 // URL is node i's client URL.
 func (c *Cluster) URL(i int) string { return fmt.Sprintf("nats://127.0.0.1:%d", c.clientPorts[i]) }
 
