@@ -53,11 +53,14 @@ crash: crash-storage
 # crash-storage damages the newest block file of a stream killed under load
 # in every way the storage-fault suite knows (make test picks a few, by the
 # run's seed), and tears the last append of each shape, TRESOR_STORAGE_RUNS
-# times, each with a seed and a kill of its own.
+# times, each with a seed and a kill of its own; then one replica's block
+# file of a three-node cluster, in each way and role (make test runs two).
 TRESOR_STORAGE_RUNS ?= 5
 crash-storage:
 	TRESOR_STORAGE_FAULTS=all $(GO) test -count=$(TRESOR_STORAGE_RUNS) -v -timeout $(TEST_TIMEOUT) \
 		-run '^TestStorageFault' ./cmd/tresor
+	TRESOR_STORAGE_FAULTS=all $(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) \
+		-run '^TestADamagedReplicaLosesNoAcknowledgedEvent$$' ./eventstore
 
 # bench runs every Go benchmark once at its natural size; the figures are
 # quoted in docs/performance.md. BENCH=regex narrows it.

@@ -40,6 +40,10 @@ type TruncatedError struct {
 	// Missing lists the evidence past End; Differing, the evidence at a
 	// sequence where the stream holds another event.
 	Missing, Differing []Evidence
+	// Holes counts the messages the stream's copy lacks below its last
+	// sequence (JetStream counts them deleted): a stream that denies
+	// deletes has none unless a damaged disk lost them.
+	Holes uint64
 }
 
 // Error names the end, each piece of evidence failed, and the way out.
@@ -52,6 +56,9 @@ func (e *TruncatedError) Error() string {
 	for _, ev := range e.Differing {
 		fmt.Fprintf(&b, " %s names event %s at sequence %d, the stream holds another;", ev.Source, ev.Head.Hash, ev.Head.Sequence)
 	}
+	if e.Holes > 0 {
+		fmt.Fprintf(&b, " its copy lacks %d messages below its last sequence, though it denies deletes;", e.Holes)
+	}
 	b.WriteString(" a damaged disk lost acknowledged events: restore the stream from a backup, the regulator's copy or a healthy replica (docs/operations.md, \"Storage faults\")")
 	return b.String()
 }
@@ -61,10 +68,15 @@ func (e *TruncatedError) Is(target error) bool { return target == ErrTruncated }
 
 // CheckEvidence checks chain against evidence: the stream must hold, as
 // whole appends, every position the evidence names, and at each the event
-// it names when it names one. It returns the head of the last whole append
-// and the events of a torn append after it (nil when none), or a
-// *TruncatedError, or the read error.
+// it names when it names one; and its copy (the leader's, on a cluster)
+// must lack no message below its last sequence. It returns the head of
+// the last whole append and the events of a torn append after it (nil
+// when none), or a *TruncatedError, or the read error.
 func (s *NATSStore) CheckEvidence(ctx context.Context, chain string, evidence []Evidence) (Head, []RecordedEvent, error) {
+	holes, err := s.holes(ctx)
+	if err != nil {
+		return Head{}, nil, err
+	}
 	head, err := s.ChainHead(ctx, chain)
 	if err != nil {
 		return Head{}, nil, err
@@ -77,7 +89,7 @@ func (s *NATSStore) CheckEvidence(ctx context.Context, chain string, evidence []
 	if len(torn) > 0 {
 		whole = Head{Sequence: torn[0].Sequence - 1, ChainSeq: torn[0].ChainSeq - 1, Hash: torn[0].PrevHash}
 	}
-	te := &TruncatedError{Stream: s.cfg.Stream, Chain: chain, End: whole.Sequence}
+	te := &TruncatedError{Stream: s.cfg.Stream, Chain: chain, End: whole.Sequence, Holes: holes}
 	for _, ev := range evidence {
 		switch {
 		case ev.Head.Sequence > whole.Sequence:
@@ -93,10 +105,29 @@ func (s *NATSStore) CheckEvidence(ctx context.Context, chain string, evidence []
 			}
 		}
 	}
-	if len(te.Missing) > 0 || len(te.Differing) > 0 {
+	if len(te.Missing) > 0 || len(te.Differing) > 0 || te.Holes > 0 {
 		return Head{}, nil, te
 	}
 	return whole, torn, nil
+}
+
+// holes counts the messages the stream's copy lacks below its last
+// sequence. Nothing deletes from a Tresor stream, so JetStream counts as
+// deleted only what a damaged block file lost: a replica restarted on one
+// keeps the stream's last sequence and lacks the damaged records'
+// messages, and is counted current by its peers.
+func (s *NATSStore) holes(ctx context.Context) (uint64, error) {
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("state of stream %s: %w", s.cfg.Stream, err)
+	}
+	st := info.State
+	if st.Msgs == 0 {
+		return 0, nil
+	}
+	return uint64(st.NumDeleted) + (st.FirstSeq - 1), nil
 }
 
 // Evidence returns, for each kind of snapshot of chain in the bucket, the

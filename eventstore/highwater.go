@@ -208,7 +208,9 @@ func (s *NATSStore) OpenHighWaterKV(ctx context.Context, chain string) (*HighWat
 	if err != nil {
 		return nil, fmt.Errorf("open high-water bucket: %w", err)
 	}
-	h := &HighWaterKV{kv: kv, key: chain, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	// Keyed by stream and chain: two ledgers on one cluster keep their
+	// marks apart.
+	h := &HighWaterKV{kv: kv, key: s.cfg.Stream + "." + chain, wake: make(chan struct{}, 1), done: make(chan struct{})}
 	go h.putter()
 	return h, nil
 }
