@@ -39,9 +39,9 @@ var highWaterMagic = [4]byte{'T', 'H', 'W', '1'}
 // HighWaterFile is a HighWater in a file of the data directory, for the
 // embedded default. Each mark is written with one pwrite before its batch
 // is answered, so that no kill of the process loses it, and synced to the
-// disk by a goroutine of its own, so that the write path never waits for
-// a sync: a power cut may lose the marks of the last moments, never
-// invent one. Marks alternate between two slots, so that a write torn by
+// disk by a goroutine of its own, at most every highWaterSyncEvery, so
+// that the write path never waits for a sync: a power cut may lose the
+// marks of the last moments, never invent one. Marks alternate between two slots, so that a write torn by
 // a power cut leaves the other slot whole.
 type HighWaterFile struct {
 	f      *os.File
@@ -124,10 +124,21 @@ func (h *HighWaterFile) Advance(head Head) {
 	}
 }
 
+// highWaterSyncEvery spaces the syncs of a high-water file: each is a
+// flush of the disk that the stream's own syncs, which answers wait for,
+// would queue behind. A power cut may lose that much of the marks; a
+// killed process loses none (each mark is written before its answer).
+const highWaterSyncEvery = 100 * time.Millisecond
+
 // syncer syncs the file after marks were written, one sync covering every
-// mark written before it started.
+// mark written before it started, at most every highWaterSyncEvery.
 func (h *HighWaterFile) syncer() {
+	var last time.Time
 	for range h.dirty {
+		if wait := highWaterSyncEvery - time.Since(last); wait > 0 {
+			time.Sleep(wait) // pacing the flushes; Close syncs what is left
+		}
+		last = time.Now()
 		if err := h.f.Sync(); err != nil {
 			h.mu.Lock()
 			if h.err == nil {
