@@ -8,8 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -357,21 +355,7 @@ func streamDir(nodeDir, stream string) string {
 // and names it.
 func damageNewestBlock(t *testing.T, nodeDir, stream string, d blockDamage) string {
 	t.Helper()
-	msgs := filepath.Join(streamDir(nodeDir, stream), "msgs")
-	ents, err := os.ReadDir(msgs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	newest, path := -1, ""
-	for _, e := range ents {
-		n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".blk"))
-		if err == nil && strings.HasSuffix(e.Name(), ".blk") && n > newest {
-			newest, path = n, filepath.Join(msgs, e.Name())
-		}
-	}
-	if path == "" {
-		t.Fatalf("no block file in %s", msgs)
-	}
+	path := eventstoretest.NewestBlock(t, streamDir(nodeDir, stream))
 	b, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

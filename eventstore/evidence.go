@@ -117,13 +117,10 @@ func (s *NATSStore) CheckEvidence(ctx context.Context, chain string, evidence []
 // keeps the stream's last sequence and lacks the damaged records'
 // messages, and is counted current by its peers.
 func (s *NATSStore) holes(ctx context.Context) (uint64, error) {
-	ctx, cancel := s.reqCtx(ctx)
-	defer cancel()
-	info, err := s.stream.Info(ctx)
+	st, err := s.state(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("state of stream %s: %w", s.cfg.Stream, err)
+		return 0, err
 	}
-	st := info.State
 	if st.Msgs == 0 {
 		return 0, nil
 	}

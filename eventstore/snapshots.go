@@ -394,15 +394,9 @@ func (s *Snapshots) getLegacy(ctx context.Context, name string, info *jetstream.
 // hash-checked, which must belong to chain: what a snapshot's Head is
 // checked against.
 func (s *NATSStore) HeadAt(ctx context.Context, chain string, seq uint64) (Head, error) {
-	ctx, cancel := s.reqCtx(ctx)
-	defer cancel()
-	m, err := s.stream.GetMsg(ctx, seq)
+	ev, err := s.eventAt(ctx, seq)
 	if err != nil {
-		return Head{}, fmt.Errorf("get the event at sequence %d: %w", seq, err)
-	}
-	ev, err := s.subj.decode(m.Subject, m.Sequence, m.Header, m.Data)
-	if err != nil {
-		return Head{}, fmt.Errorf("read the event at sequence %d: %w", seq, err)
+		return Head{}, err
 	}
 	if ev.Chain != chain {
 		return Head{}, fmt.Errorf("the event at sequence %d is of chain %s, not %s: %w", seq, ev.Chain, chain, ErrInvalid)

@@ -471,13 +471,19 @@ func (s *NATSStore) ChainHead(ctx context.Context, chain string) (Head, error) {
 
 // LastSequence is the stream's last sequence.
 func (s *NATSStore) LastSequence(ctx context.Context) (uint64, error) {
+	st, err := s.state(ctx)
+	return st.LastSeq, err
+}
+
+// state is the stream's state as its leader answers it.
+func (s *NATSStore) state(ctx context.Context) (jetstream.StreamState, error) {
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
 	info, err := s.stream.Info(ctx)
 	if err != nil {
-		return 0, fmt.Errorf("last sequence of stream %s: %w", s.cfg.Stream, err)
+		return jetstream.StreamState{}, fmt.Errorf("state of stream %s: %w", s.cfg.Stream, err)
 	}
-	return info.State.LastSeq, nil
+	return info.State, nil
 }
 
 // validateRequest checks a request before any I/O.

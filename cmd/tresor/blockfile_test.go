@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
+
+	"github.com/fdj/tresor/eventstore/eventstoretest"
 )
 
 // blockRecord is one message record of a JetStream block file, as the
@@ -83,22 +83,7 @@ func natsHeader(hdr []byte, name string) string {
 // stream TRESOR in the data directory: the one a crash leaves its tail in.
 func newestBlock(tb testing.TB, data string) string {
 	tb.Helper()
-	dir := filepath.Join(data, "jetstream", "jetstream", "$G", "streams", "TRESOR", "msgs")
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	best, path := -1, ""
-	for _, e := range entries {
-		n, err := strconv.Atoi(strings.TrimSuffix(e.Name(), ".blk"))
-		if err == nil && strings.HasSuffix(e.Name(), ".blk") && n > best {
-			best, path = n, filepath.Join(dir, e.Name())
-		}
-	}
-	if path == "" {
-		tb.Fatalf("no block file in %s", dir)
-	}
-	return path
+	return eventstoretest.NewestBlock(tb, filepath.Join(data, "jetstream", "jetstream", "$G", "streams", "TRESOR"))
 }
 
 // String names a record in a failure message.
