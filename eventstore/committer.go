@@ -547,12 +547,7 @@ func (c *committer) loop(head Head, seal sealMark) {
 	reqs := c.reqs
 	senderOpen := true
 	for {
-		// Seal when due, at the start of a fresh batch.
-		// A seal covers the acknowledged head; it is due after SealEvery
-		// events, when the interval elapsed, and on Close, provided some
-		// acknowledged events are not covered yet (unsealed).
-		if st.failed == nil && c.cfg.SealKey != nil && st.cur == nil && st.next == nil && st.unsealed() &&
-			(st.acked.ChainSeq-st.sealedAt >= uint64(c.cfg.SealEvery) || st.sealDue || (reqs == nil && st.inFlightN == 0)) {
+		if c.sealNow(st, reqs == nil) {
 			c.addSeal(st)
 		}
 		if st.next != nil && st.failed == nil {
@@ -564,24 +559,15 @@ func (c *committer) loop(head Head, seal sealMark) {
 		var linger <-chan time.Time
 		if st.cur != nil && len(st.cur.recs) > 0 {
 			now := time.Now()
-			wait := min(min(c.cfg.LingerMax, st.lastCommit/2)-now.Sub(st.freeAt),
-				c.cfg.LingerIdle-now.Sub(later(st.freeAt, st.arrivedAt)))
-			full := st.next != nil || len(st.cur.recs) >= c.cfg.BatchEventsMax
-			switch {
-			case st.inFlightN >= c.cfg.PipelineDepth: // the pipeline is full: wait for an acknowledgement
-			case st.spanFull(): // a seal could point back too far: wait for an acknowledgement
-			case full || reqs == nil:
+			switch d, wait := sendNow(sendState{
+				events: len(st.cur.recs), expected: st.expected, inFlight: st.inFlightN,
+				full: st.next != nil || len(st.cur.recs) >= c.cfg.BatchEventsMax, closing: reqs == nil, spanFull: st.spanFull(),
+				wait: min(min(c.cfg.LingerMax, st.lastCommit/2)-now.Sub(st.freeAt),
+					c.cfg.LingerIdle-now.Sub(later(st.freeAt, st.arrivedAt))),
+			}, c.cfg.PipelineDepth); d {
+			case sendBatch:
 				toSend = c.toSend
-			case st.inFlightN > 0:
-				// Only a full batch follows those in flight: a partial one
-				// waits for an acknowledgement, as at depth 1, and gathers
-				// what arrives meanwhile. Sending it at once splits a busy
-				// server's load into small batches, each paying the
-				// server's per-batch cost (measured: 0.34 of the yardstick
-				// at depth 4 against 0.65 at depth 1).
-			case len(st.cur.recs) >= st.expected || wait <= 0:
-				toSend = c.toSend
-			default:
+			case lingerBatch:
 				lingerT.Reset(wait)
 				linger = lingerT.C
 			}
@@ -619,29 +605,90 @@ func (c *committer) loop(head Head, seal sealMark) {
 			c.handedOver(st)
 		case <-linger:
 		case a := <-c.acks:
-			st.inFlightN--
-			st.lastCommit = time.Since(a.b.sentAt)
-			// A full batch goes to the sender (which is waiting for it)
-			// before the acknowledged requests are answered.
-			if a.err == nil && st.failed == nil && st.cur != nil &&
-				(st.next != nil || len(st.cur.recs) >= c.cfg.BatchEventsMax) {
-				c.toSend <- st.cur
-				c.handedOver(st)
-			}
-			c.acked(st, a)
-			held := 0
-			if st.cur != nil {
-				held = len(st.cur.recs)
-			}
-			st.freeAt = time.Now()
-			st.expected = min((held+len(a.b.recs))*9/10, c.cfg.BatchEventsMax)
-			c.release(st, a.b)
+			c.onAck(st, a)
 		case <-tick:
 			st.sealDue = true
 		case err := <-c.abort:
 			c.fail(st, err)
 		}
 	}
+}
+
+// sealNow says whether to seal now, at the start of a fresh batch. A seal
+// covers the acknowledged head; it is due after SealEvery events, when the
+// interval elapsed, and on Close (closing) once nothing is in flight,
+// provided some acknowledged events are not covered yet (unsealed).
+func (c *committer) sealNow(st *loopState, closing bool) bool {
+	if st.failed != nil || c.cfg.SealKey == nil || st.cur != nil || st.next != nil || !st.unsealed() {
+		return false
+	}
+	return st.acked.ChainSeq-st.sealedAt >= uint64(c.cfg.SealEvery) || st.sealDue || (closing && st.inFlightN == 0)
+}
+
+// onAck takes a batch's acknowledgement (or failure): a full batch goes to
+// the sender, which is waiting for it, before the acknowledged requests
+// are answered; then the next linger expects the events held and
+// answered.
+func (c *committer) onAck(st *loopState, a sent) {
+	st.inFlightN--
+	st.lastCommit = time.Since(a.b.sentAt)
+	if a.err == nil && st.failed == nil && st.cur != nil &&
+		(st.next != nil || len(st.cur.recs) >= c.cfg.BatchEventsMax) {
+		c.toSend <- st.cur
+		c.handedOver(st)
+	}
+	c.acked(st, a)
+	held := 0
+	if st.cur != nil {
+		held = len(st.cur.recs)
+	}
+	st.freeAt = time.Now()
+	st.expected = min((held+len(a.b.recs))*9/10, c.cfg.BatchEventsMax)
+	c.release(st, a.b)
+}
+
+// sendState is what decides whether the batch being built goes now.
+type sendState struct {
+	events   int  // events in the batch
+	expected int  // events worth waiting for (see LingerMax)
+	inFlight int  // batches sent and not acknowledged
+	full     bool // the batch holds BatchEventsMax, or the next request does not fit
+	closing  bool // Close was called: nothing more will come
+	spanFull bool // one more batch could make a seal point back too far
+	// wait is how much longer the linger may last (≤ 0: over).
+	wait time.Duration
+}
+
+// sendDecision is what the loop does with the batch being built.
+type sendDecision int
+
+// The decisions; the zero value is none.
+const (
+	holdBatch   sendDecision = iota + 1 // wait for an acknowledgement (or a request)
+	sendBatch                           // hand it to the sender now
+	lingerBatch                         // wait for requests, at most the wait returned
+)
+
+// sendNow decides what becomes of the batch being built, at pipeline
+// depth depth: the loop's one decision, kept apart so that a table tests
+// it. A full or closing batch goes as soon as the pipeline and the seals'
+// span allow; a partial one goes only when nothing is in flight, once the
+// writers expected have submitted or the linger is over. Sending a partial
+// batch behind others would split a busy server's load into small batches,
+// each paying the server's per-batch cost: it waits for an
+// acknowledgement instead, gathering what arrives meanwhile.
+func sendNow(s sendState, depth int) (sendDecision, time.Duration) {
+	switch {
+	case s.inFlight >= depth, s.spanFull:
+		return holdBatch, 0
+	case s.full || s.closing:
+		return sendBatch, 0
+	case s.inFlight > 0:
+		return holdBatch, 0
+	case s.events >= s.expected || s.wait <= 0:
+		return sendBatch, 0
+	}
+	return lingerBatch, s.wait
 }
 
 // later returns the later of two times.

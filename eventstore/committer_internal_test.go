@@ -1,6 +1,9 @@
 package eventstore
 
-import "testing"
+import (
+	"testing"
+	"time"
+)
 
 // TestUnsealedCoversEventsInFlightAtTheSeal pins the rule that decides
 // whether a seal is needed. The case that once went wrong: the interval
@@ -54,5 +57,34 @@ func TestSpanFullKeepsSealsWithinWhatAVerifierAccepts(t *testing.T) {
 	st.tentative.ChainSeq = st.acked.ChainSeq + CommitBatchEventsMax
 	if st.spanFull() {
 		t.Fatal("a batch alone was held")
+	}
+}
+
+// The loop's one decision, batch by batch: given the loop's state, when
+// the batch being built goes, waits for an acknowledgement, or lingers for
+// the writers expected.
+func TestSendNow(t *testing.T) {
+	const ms = time.Millisecond
+	for _, tc := range []struct {
+		name  string
+		s     sendState
+		depth int
+		want  sendDecision
+		wait  time.Duration
+	}{
+		{"pipeline full", sendState{events: 5, full: true, inFlight: 1, wait: 5 * ms}, 1, holdBatch, 0},
+		{"pipeline full at depth 4", sendState{events: 5, full: true, inFlight: 4}, 4, holdBatch, 0},
+		{"a seal would point back too far", sendState{events: 5, full: true, spanFull: true}, 4, holdBatch, 0},
+		{"full batch, room in the pipeline", sendState{events: 1000, full: true, inFlight: 1}, 4, sendBatch, 0},
+		{"closing sends what it holds", sendState{events: 1, closing: true, expected: 50, wait: 5 * ms}, 1, sendBatch, 0},
+		{"partial batch behind one in flight waits", sendState{events: 10, expected: 5, inFlight: 1}, 4, holdBatch, 0},
+		{"the writers expected are there", sendState{events: 45, expected: 45, wait: 5 * ms}, 1, sendBatch, 0},
+		{"linger over", sendState{events: 3, expected: 45, wait: 0}, 1, sendBatch, 0},
+		{"linger for the writers expected", sendState{events: 3, expected: 45, wait: 4 * ms}, 1, lingerBatch, 4 * ms},
+		{"a lone writer goes at once", sendState{events: 1, expected: 1, wait: 10 * ms}, 1, sendBatch, 0},
+	} {
+		if got, wait := sendNow(tc.s, tc.depth); got != tc.want || wait != tc.wait {
+			t.Errorf("%s: %d (linger %s), want %d (linger %s)", tc.name, got, wait, tc.want, tc.wait)
+		}
 	}
 }
