@@ -99,7 +99,7 @@ vet:
 # standard library (and decimal); eventstore and projections never import
 # each other; web imports only domain; nothing imports cmd; the finance
 # feed reads the stream through eventstore and domain only, never a read
-# model or the writer.
+# model or the writer; the cluster does not import the API.
 imports:
 	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./domain | \
 		grep -v -x -e 'github.com/fdj/tresor/domain' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
@@ -115,6 +115,8 @@ imports:
 		echo "a package imports cmd"; exit 1; fi
 	@if [ -d feed ] && $(GO) list -deps ./feed/... | grep -E -q '^github.com/fdj/tresor/(projections|api|settlement|audit)(/|$$)'; then \
 		echo "feed imports projections, api, settlement or audit (it reads the stream through eventstore, builds with domain)"; exit 1; fi
+	@if $(GO) list -deps ./cluster | grep -q '^github.com/fdj/tresor/api$$'; then \
+		echo "cluster imports api (its writer side speaks settlement's errors)"; exit 1; fi
 	@echo "imports: ok"
 
 clean:

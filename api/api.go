@@ -71,8 +71,9 @@ type Writer interface {
 
 // ErrNotReady is returned by a Writer that cannot take commands now: the
 // service is starting, or has lost its stream. It is answered 503
-// unavailable, with its message.
-var ErrNotReady = errors.New("not ready")
+// unavailable, with its message. It is settlement.ErrNotReady, which the
+// cluster's writer side returns too.
+var ErrNotReady = settlement.ErrNotReady
 
 // ReadyStatus is where the service is on its way to answering consistently.
 type ReadyStatus string

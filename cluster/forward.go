@@ -15,7 +15,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fdj/tresor/api"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/settlement"
 	"github.com/nats-io/nats.go"
@@ -26,7 +25,7 @@ import (
 // lease (a takeover is under way) or the holder does not answer on the
 // execute subject. Nothing was recorded. The API answers it 503
 // unavailable with Retry-After.
-var ErrNoWriter = fmt.Errorf("%w: no writer holds the lease; a takeover is under way", api.ErrNotReady)
+var ErrNoWriter = fmt.Errorf("%w: no writer holds the lease; a takeover is under way", settlement.ErrNotReady)
 
 // ServiceName is the micro service the writer serves.
 const ServiceName = "tresor-writer"
@@ -105,7 +104,7 @@ func encodeResult(res settlement.Result, err error, lastSeq uint64) ([]byte, err
 	case err == nil:
 	case errors.As(err, &de):
 		out.Error = &wireError{Code: de.Code, Message: de.Message}
-	case errors.Is(err, settlement.ErrStopped), errors.Is(err, api.ErrNotReady):
+	case errors.Is(err, settlement.ErrStopped), errors.Is(err, settlement.ErrNotReady):
 		out.Error = &wireError{Code: wireUnavailable, Message: err.Error()}
 	case errors.Is(err, context.DeadlineExceeded):
 		out.Error = &wireError{Code: wireTimeout, Message: err.Error()}
@@ -124,7 +123,7 @@ func decodeResult(data []byte) (settlement.Result, uint64, error) {
 	if e := w.Error; e != nil {
 		switch e.Code {
 		case wireUnavailable:
-			return settlement.Result{}, w.LastSeq, fmt.Errorf("%w: the writer: %s", api.ErrNotReady, e.Message)
+			return settlement.Result{}, w.LastSeq, fmt.Errorf("%w: the writer: %s", settlement.ErrNotReady, e.Message)
 		case wireTimeout:
 			return settlement.Result{}, w.LastSeq, fmt.Errorf("the writer: %s: %w", e.Message, context.DeadlineExceeded)
 		case domain.CodeInternal:
@@ -169,7 +168,7 @@ func (f *Forwarder) SetTerm(term uint64) { f.term.Store(term) }
 // current term with its client key inside, so a retry after a takeover is
 // answered exactly once. Errors: *domain.Error for a refusal; ErrNoWriter
 // when no term is known or no writer answers its subject (nothing
-// recorded); api.ErrNotReady when the writer could not
+// recorded); settlement.ErrNotReady when the writer could not
 // take it or the request could not be sent; context.DeadlineExceeded when
 // no answer came in time (the command may have been recorded: retry with
 // its key).
@@ -187,7 +186,7 @@ func (f *Forwarder) Execute(ctx context.Context, cmd domain.Command) (settlement
 	// the client should rather learn at once that it may retry with its
 	// key (on another node).
 	if !f.nc.IsConnected() {
-		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: the NATS connection is %s", api.ErrNotReady, f.nc.Status())
+		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: the NATS connection is %s", settlement.ErrNotReady, f.nc.Status())
 	}
 	dropped := f.nc.StatusChanged(nats.RECONNECTING, nats.DISCONNECTED, nats.CLOSED)
 	defer f.nc.RemoveStatusListener(dropped)
@@ -209,11 +208,11 @@ func (f *Forwarder) Execute(ctx context.Context, cmd domain.Command) (settlement
 	case errors.Is(err, nats.ErrNoResponders):
 		return settlement.Result{}, ErrNoWriter
 	case ctx.Err() == nil && rctx.Err() != nil:
-		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: %v while it had the command: retry with its key", api.ErrNotReady, context.Cause(rctx))
+		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: %v while it had the command: retry with its key", settlement.ErrNotReady, context.Cause(rctx))
 	case ctx.Err() != nil:
 		return settlement.Result{}, fmt.Errorf("forward to the writer: %w", ctx.Err())
 	case err != nil:
-		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: %v", api.ErrNotReady, err)
+		return settlement.Result{}, fmt.Errorf("%w: forward to the writer: %v", settlement.ErrNotReady, err)
 	}
 	res, last, err := decodeResult(msg.Data)
 	raise(&f.lastSeq, last)
@@ -237,10 +236,18 @@ func raise(v *atomic.Uint64, seq uint64) uint64 {
 // latest answer told.
 func (f *Forwarder) LastSeq() uint64 { return f.lastSeq.Load() }
 
+// Executor runs commands: the node's settlement writer (the API's Writer
+// is the same method set).
+type Executor interface {
+	Execute(ctx context.Context, cmd domain.Command) (settlement.Result, error)
+	// LastSeq is the stream sequence of the last event known durable.
+	LastSeq() uint64
+}
+
 // Serve answers the commands forwarded to chain's subject for the lease's
 // term with w, each bounded by ForwardWaitMax, until the returned service
 // is stopped. The writer node serves it only while it holds that term.
-func Serve(nc *nats.Conn, chain string, term uint64, w api.Writer, log *slog.Logger) (micro.Service, error) {
+func Serve(nc *nats.Conn, chain string, term uint64, w Executor, log *slog.Logger) (micro.Service, error) {
 	subject := TermSubject(chain, term)
 	svc, err := micro.AddService(nc, micro.Config{Name: ServiceName, Version: "1.0.0",
 		Description: "Tresor's writer: executes the commands of chain " + chain})
@@ -266,7 +273,7 @@ func Serve(nc *nats.Conn, chain string, term uint64, w api.Writer, log *slog.Log
 }
 
 // respond executes one forwarded command and answers it.
-func respond(req micro.Request, w api.Writer, log *slog.Logger) {
+func respond(req micro.Request, w Executor, log *slog.Logger) {
 	cmd, err := domain.DecodeCommand(req.Data())
 	var res settlement.Result
 	if err == nil {
@@ -274,7 +281,7 @@ func respond(req micro.Request, w api.Writer, log *slog.Logger) {
 		res, err = w.Execute(ctx, cmd)
 		cancel()
 	}
-	if err != nil && domain.CodeOf(err) == domain.CodeInternal && !errors.Is(err, settlement.ErrStopped) && !errors.Is(err, api.ErrNotReady) {
+	if err != nil && domain.CodeOf(err) == domain.CodeInternal && !errors.Is(err, settlement.ErrStopped) && !errors.Is(err, settlement.ErrNotReady) {
 		log.Error("forwarded command failed", "err", err)
 	}
 	data, err := encodeResult(res, err, w.LastSeq())

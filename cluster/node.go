@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fdj/tresor/api"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/settlement"
@@ -188,7 +187,7 @@ func (n *Node) forward(ctx context.Context, cmd domain.Command) (settlement.Resu
 		n.mu.Unlock()
 	}
 	if err != nil && ctx.Err() == nil && errors.Is(context.Cause(fctx), errLeaseMoved) {
-		return settlement.Result{}, fmt.Errorf("%w: %v while the command was forwarded: retry with its key", api.ErrNotReady, errLeaseMoved)
+		return settlement.Result{}, fmt.Errorf("%w: %v while the command was forwarded: retry with its key", settlement.ErrNotReady, errLeaseMoved)
 	}
 	return res, err
 }
@@ -240,14 +239,14 @@ func (n *Node) Err() error {
 	case holder == "":
 		return ErrNoWriter
 	case silent:
-		return fmt.Errorf("%w: the writer lease is %s's, but no writer answers its term: a takeover is under way", api.ErrNotReady, holder)
+		return fmt.Errorf("%w: the writer lease is %s's, but no writer answers its term: a takeover is under way", settlement.ErrNotReady, holder)
 	case seen.IsZero():
 		// One read cannot tell a live lease from a copy nobody renews
 		// (a writer frozen, a cluster without its quorum): the next
 		// renewal, within a quarter TTL, can.
-		return fmt.Errorf("%w: the writer lease of %s has not been seen renewed yet", api.ErrNotReady, holder)
+		return fmt.Errorf("%w: the writer lease of %s has not been seen renewed yet", settlement.ErrNotReady, holder)
 	case unseen > leaseUnseenTTLs*n.cfg.Lease.TTL():
-		return fmt.Errorf("%w: the writer lease of %s has not been seen renewed for %s (is the NATS cluster up, with its quorum?)", api.ErrNotReady, holder, unseen.Round(time.Second))
+		return fmt.Errorf("%w: the writer lease of %s has not been seen renewed for %s (is the NATS cluster up, with its quorum?)", settlement.ErrNotReady, holder, unseen.Round(time.Second))
 	}
 	return nil
 }

@@ -201,6 +201,12 @@ func (r Result) LastSeq() uint64 {
 // rebuilds the state from the stream.
 var ErrStopped = errors.New("writer stopped")
 
+// ErrNotReady is returned by a writer side that cannot take commands now:
+// the service is starting, has lost its stream, or no writer of the
+// cluster answers (a takeover under way). The API answers it 503
+// unavailable, with its message.
+var ErrNotReady = errors.New("not ready")
+
 // request is a command waiting for the writer's loop, or a look at its
 // ledger (inspect).
 type request struct {
