@@ -19,8 +19,11 @@
 //     encoding links to its predecessor in its chain; decoding checks it,
 //     and signed Seal events let a Verifier start from any seal.
 //   - Fast: a Committer merges concurrent requests of one chain into
-//     batches, one in flight, so durable appends cost one commit per batch
-//     rather than one per event.
+//     batches (one in flight by default, up to PipelineDepthMax), so
+//     durable appends cost one commit per batch rather than one per event.
+//   - Evidence of the tail: a committer starts only on a stream that holds
+//     every position its high-water mark and the snapshots name, and voids
+//     an append a damaged disk cut short (Void) rather than build on it.
 //
 // A single-threaded writer submits without waiting and collects answers
 // later, in order:
