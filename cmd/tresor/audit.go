@@ -50,7 +50,8 @@ const auditGCPercent = 400
 // errViolations makes audit exit 1 once its report is written.
 var errViolations = errors.New("the audit found violations")
 
-func init() {
+// newAuditCmd is the tresor audit command.
+func newAuditCmd() *cobra.Command {
 	var cfg Config
 	var o auditOptions
 	cmd := &cobra.Command{
@@ -103,7 +104,7 @@ func init() {
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the audit to this file (go tool pprof)")
 	f.StringVar(&o.inboxPrefix, "inbox-prefix", nats.InboxPrefix[:len(nats.InboxPrefix)-1],
 		"reply subject prefix with --nats: the one the NATS user may subscribe to (docs/export.md)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // validate checks the flags' combinations: usage errors exit 2.

@@ -160,13 +160,16 @@ func showEnvDefaults(cmd *cobra.Command) {
 	})
 }
 
-func init() {
-	rootCmd.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
+// withEnvHelp makes root record commandPath and apply the environment
+// before any subcommand runs (cobra runs only one persistent pre-run), and
+// show the environment's defaults in every help.
+func withEnvHelp(root *cobra.Command) {
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error {
 		commandPath = cmd.CommandPath()
 		return applyEnv(cmd)
 	}
-	help := rootCmd.HelpFunc()
-	rootCmd.SetHelpFunc(func(cmd *cobra.Command, args []string) {
+	help := root.HelpFunc()
+	root.SetHelpFunc(func(cmd *cobra.Command, args []string) {
 		showEnvDefaults(cmd)
 		help(cmd, args)
 	})

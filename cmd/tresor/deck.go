@@ -10,7 +10,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// newDeckCmd is the tresor deck command.
+func newDeckCmd() *cobra.Command {
 	var priceText, seedText, out, rulesFile string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -80,5 +81,5 @@ func init() {
 	cmd.Flags().StringVar(&rulesFile, "rules", "", "rule set file (default: the embedded rule set in force)")
 	cmd.MarkFlagRequired("price")
 	cmd.MarkFlagRequired("seed")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -26,7 +26,8 @@ type exportOptions struct {
 	inboxPrefix string
 }
 
-func init() {
+// newExportCmd is the tresor export command.
+func newExportCmd() *cobra.Command {
 	var cfg Config
 	var o exportOptions
 	cmd := &cobra.Command{
@@ -55,7 +56,7 @@ func init() {
 	f.BoolVar(&o.progress, "progress", false, "report progress on stderr even when it is not a terminal")
 	f.StringVar(&o.inboxPrefix, "inbox-prefix", nats.InboxPrefix[:len(nats.InboxPrefix)-1],
 		"reply subject prefix with --nats: the one the NATS user may subscribe to (docs/export.md)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // validate checks the flags before anything is opened.

@@ -40,7 +40,8 @@ type feedOptions struct {
 // row.
 var feedNamePattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
 
-func init() {
+// newFeedCmd is the tresor feed command.
+func newFeedCmd() *cobra.Command {
 	// The connection flags' keys are their flag names (connectionStrings
 	// redacts them); the others are prefixed, since flags such as --from
 	// and --name mean other things in other commands.
@@ -92,7 +93,7 @@ func init() {
 	f.DurationVar(&o.outageMax, "outage-max", 5*time.Minute, "give up when the target stays unreachable this long")
 	f.StringVar(&o.inboxPrefix, "inbox-prefix", nats.InboxPrefix[:len(nats.InboxPrefix)-1],
 		"reply subject prefix with --nats: the one the NATS user may subscribe to (docs/export.md)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // validate checks the flags before anything is opened.

@@ -110,7 +110,7 @@ func TestEachCommandReadsOnlyTheVariablesOfItsOwnFlags(t *testing.T) {
 			t.Errorf("%s: the environment's errors name %v, want %v (its own variables: %v)", c.CommandPath(), got, mustFail, own)
 		}
 	}
-	walk(rootCmd)
+	walk(newRootCmd())
 }
 
 // TestCommandsShowOnlyTheirOwnFlags: a command does not offer the flags of

@@ -26,15 +26,22 @@ func usagef(format string, args ...any) error {
 	return usageError{fmt.Errorf(format, args...)}
 }
 
-// rootCmd is the tresor command; each subcommand registers itself on it from
-// its own file's init, so that adding one touches no other file.
-var rootCmd = &cobra.Command{
-	Use:           "tresor",
-	Short:         "Event-sourced ledger and settlement for « L'île au trésor »",
-	SilenceUsage:  true,
-	SilenceErrors: true,
-	// PersistentPreRunE (config.go) records commandPath and applies the
-	// environment: cobra runs only one persistent pre-run.
+// newRootCmd is the tresor command and its subcommands, each built by a
+// function of its own file: nothing registers itself from an init, so that
+// what the binary runs is read here.
+func newRootCmd() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "tresor",
+		Short:         "Event-sourced ledger and settlement for « L'île au trésor »",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	withEnvHelp(root)
+	root.AddCommand(newServeCmd(), newSimulateCmd(), newAuditCmd(), newExportCmd(), newVerifyPlayCmd(), newDeckCmd(),
+		newRulesCmd(), newSettingsCmd(), newMigrateCmd(), newTokenCmd(), newSealKeyCmd(), newProjectionsCmd(),
+		newReportCmd(), newFeedCmd())
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	return root
 }
 
 // commandPath is the subcommand running ("tresor serve"): the lock of an
@@ -43,8 +50,7 @@ var rootCmd = &cobra.Command{
 var commandPath = "tresor"
 
 func main() {
-	rootCmd.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	if cmd, err := rootCmd.ExecuteC(); err != nil {
+	if cmd, err := newRootCmd().ExecuteC(); err != nil {
 		fmt.Fprintln(os.Stderr, "tresor:", redactErr(err, connectionStrings(cmd)...))
 		var ue usageError
 		if errors.As(err, &ue) {

@@ -9,7 +9,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// newMigrateCmd is the tresor migrate command.
+func newMigrateCmd() *cobra.Command {
 	var databaseURL string
 	cmd := &cobra.Command{
 		Use:   "migrate --database-url URL",
@@ -29,7 +30,7 @@ func init() {
 		},
 	}
 	connectionFlag(cmd.Flags(), &databaseURL, "database-url", "PostgreSQL URL of the projections ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // openDatabase connects a pool to the projections' PostgreSQL database.

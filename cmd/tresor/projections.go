@@ -15,7 +15,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// newProjectionsCmd is the tresor projections command.
+func newProjectionsCmd() *cobra.Command {
 	group := &cobra.Command{
 		Use:   "projections",
 		Short: "Manage the read models (balances, blocks, history, reconciliation)",
@@ -35,7 +36,7 @@ func init() {
 	bindStoreFlags(rebuild, &cfg)
 	connectionFlag(rebuild.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	group.AddCommand(rebuild)
-	rootCmd.AddCommand(group)
+	return group
 }
 
 // progressEvery is how often a rebuild prints its progress.

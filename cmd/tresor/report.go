@@ -22,7 +22,8 @@ type reportOptions struct {
 	csv                 bool
 }
 
-func init() {
+// newReportCmd is the tresor report command.
+func newReportCmd() *cobra.Command {
 	var cfg Config
 	var o reportOptions
 	cmd := &cobra.Command{
@@ -51,7 +52,7 @@ func init() {
 	f.StringVar(&o.threshold, "threshold", "1000.00", "large-wins: the smallest prize listed, in euros")
 	f.IntVar(&o.limit, "limit", 1000, fmt.Sprintf("large-wins: the most wins listed (1 to %d)", projections.LargeWinsMax))
 	f.BoolVar(&o.csv, "csv", false, "print the rows as CSV, the report's identity on stderr")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // runReport opens the projections, builds the report and prints it.

@@ -11,7 +11,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// newRulesCmd is the tresor rules command.
+func newRulesCmd() *cobra.Command {
 	var asJSON bool
 	var file string
 	cmd := &cobra.Command{
@@ -31,7 +32,7 @@ func init() {
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the rule set as JSON")
 	cmd.Flags().StringVar(&file, "file", "", "validate and print this rule set file instead of the embedded one")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // loadRules loads the embedded rule set, or the one in file when set.

@@ -10,7 +10,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// newSealKeyCmd is the tresor seal-key command.
+func newSealKeyCmd() *cobra.Command {
 	var cfg Config
 	cmd := &cobra.Command{
 		Use:   "seal-key [--data DIR | --seal-key-file FILE]",
@@ -34,5 +35,5 @@ func init() {
 	bindDataFlag(cmd, &cfg)
 	cmd.Flags().StringVar(&cfg.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
 	withEnv(cmd.Flags(), "seal-key-file")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }

@@ -29,7 +29,8 @@ import (
 // shutdownMax bounds the wait for in-flight requests on SIGTERM.
 const shutdownMax = 20 * time.Second
 
-func init() {
+// newServeCmd is the tresor serve command.
+func newServeCmd() *cobra.Command {
 	var cfg Config
 	cmd := &cobra.Command{
 		Use:   "serve",
@@ -60,7 +61,7 @@ func init() {
 	cmd.Flags().DurationVar(&cfg.SignificantMaxAge, "significant-max-age", 400*24*time.Hour, "how long the significant-event log keeps an entry (failed authentications, refused role checks)")
 	cmd.Flags().Int64Var(&cfg.SignificantMaxBytes, "significant-max-bytes", 0, "bound of the significant-event log in bytes, past which its oldest entries go (default: a sixteenth of the data directory's free disk, between 16 MiB and 1 GiB)")
 	connectionFlag(cmd.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections instead of memory ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // serve runs the service (serveOnce) until ctx ends or it fails. On the

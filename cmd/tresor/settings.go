@@ -9,7 +9,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// newSettingsCmd is the tresor settings command.
+func newSettingsCmd() *cobra.Command {
 	var cfg Config
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -29,7 +30,7 @@ func init() {
 	}
 	bindSettingsFlag(cmd, &cfg)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the settings as JSON")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // settingsView is the JSON shape of a jurisdiction file.

@@ -41,7 +41,8 @@ const simulatePlaysMax = 4_500_000
 // simulateRateMax bounds --rate, far above what one writer sustains.
 const simulateRateMax = 1_000_000
 
-func init() {
+// newSimulateCmd is the tresor simulate command.
+func newSimulateCmd() *cobra.Command {
 	var cfg Config
 	var o simulateOptions
 	cmd := &cobra.Command{
@@ -97,7 +98,7 @@ func init() {
 	f.BoolVar(&o.quiet, "quiet", false, "no progress bar")
 	f.StringVar(&o.cpuProf, "cpuprofile", "", "write a CPU profile of the plays (not the setup) to this file (go tool pprof)")
 	f.StringVar(&o.memProf, "memprofile", "", "write a heap profile (allocations included) to this file once the plays are over (go tool pprof)")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // simulateReport is simulate's report; its JSON keys are a contract.

@@ -15,7 +15,8 @@ import (
 	"github.com/spf13/cobra"
 )
 
-func init() {
+// newTokenCmd is the tresor token command.
+func newTokenCmd() *cobra.Command {
 	var (
 		cfg     Config
 		role    string
@@ -69,7 +70,7 @@ func init() {
 	cmd.Flags().StringVar(&subject, "subject", "", "whom the token is for, recorded by every command it gives (default: the login running tresor token; a player token's is its player id)")
 	cmd.Flags().DurationVar(&ttl, "ttl", time.Hour, "how long the token is valid (at most 720h)")
 	cmd.Flags().StringVar(&base, "url", "", "print a link to the server's pages at this base URL (http://127.0.0.1:8080) with the token in its fragment")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // loginSubject is the default subject of a token of the operator's staff:

@@ -21,7 +21,8 @@ import (
 // check failed. The verdict says which.
 var errPlayInvalid = errors.New("play invalid")
 
-func init() {
+// newVerifyPlayCmd is the tresor verify-play command.
+func newVerifyPlayCmd() *cobra.Command {
 	var file, rootText, seedText, rulesFile, commitments string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -111,7 +112,7 @@ func init() {
 	cmd.Flags().StringVar(&rulesFile, "rules", "", "rule set file (default: the embedded rule set in force)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the verdict as one JSON object")
 	cmd.MarkFlagRequired("file")
-	rootCmd.AddCommand(cmd)
+	return cmd
 }
 
 // readPlayFile reads the play document, at most audit.PlayMaxBytes
