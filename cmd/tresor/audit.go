@@ -223,13 +223,15 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 	}
 	var last uint64
 	if from != 0 {
-		stopProgress := showProgress(a, o.quiet, progress)
-		last, err = audit.ReadStore(ctx, st.store, a, from)
-		stopProgress()
+		// The mark first: a live writer advances it after each batch the
+		// stream holds, so the end read next reaches at least it.
+		evidence, err := tailEvidence(cfg)
 		if err != nil {
 			return nil, err
 		}
-		evidence, err := tailEvidence(cfg)
+		stopProgress := showProgress(a, o.quiet, progress)
+		last, err = audit.ReadStore(ctx, st.store, a, from)
+		stopProgress()
 		if err != nil {
 			return nil, err
 		}
