@@ -217,7 +217,8 @@ func NewServer(cfg Config) *Server {
 	s.handle("POST /v1/emissions", roles(RoleOperator), s.emission)
 	s.handle("POST /v1/blocks/{block}/close", roles(RoleOperator), s.closeBlock)
 	s.handle("GET /v1/reconciliation", roles(RoleFinance, RoleRegulator), s.reconciliation)
-	// Issue 14: bans, statements, the report pack, the significant-event log.
+	// Responsible gaming and reporting: bans, statements, the report pack,
+	// the significant-event log.
 	s.handle("POST /v1/players/{player}/bans", roles(RoleOperator), s.ban)
 	s.handle("DELETE /v1/players/{player}/bans/{ban}", roles(RoleOperator), s.liftBan)
 	s.handle("GET /v1/players/{player}/bans", roles(RoleOperator, RoleRegulator), s.bans)

@@ -30,10 +30,9 @@ const (
 	// SealGapMaxDefault is the longest run of a chain without a seal an
 	// audit accepts: ten times the committer's default cadence. The
 	// committer seals after 10 000 events only once it is between batches,
-	// which a busy writer delays (runs of up to 14 536 events were seen
-	// over sold-out blocks), so the bound leaves room; a rewrite without
-	// the key of anything larger, a sold-out block to start with, is
-	// caught.
+	// which a busy writer delays (runs well past the cadence occur over
+	// sold-out blocks), so the bound leaves room; a rewrite without the
+	// key of anything larger, a sold-out block to start with, is caught.
 	SealGapMaxDefault = 100_000
 )
 

@@ -19,7 +19,7 @@ import (
 // day's stream of the real write side (projectionstest.Busy: 1 € plays on
 // a 450 000-unit block, so proofs have their real length), encoded as the
 // event store records it, fed from memory. tresor audit --yardstick
-// measures the whole path on a real stream (docs/performance.md).
+// measures the whole path on a real stream.
 func BenchmarkAudit(b *testing.B) {
 	cfg, events := busyDay(b)
 	b.ResetTimer()

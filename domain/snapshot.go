@@ -226,10 +226,10 @@ func EncodeLedger(l *Ledger) ([]byte, error) {
 // LedgerEncoder writes what EncodeLedger writes, into buffers it keeps from
 // one encoding to the next, and lets its caller pace it. A writer that
 // takes a snapshot every few minutes beside its commands thus allocates
-// next to nothing for it: EncodeLedger allocates about five times the
-// snapshot's size (50 MB for 10 MB), and each such burst brought a garbage
-// collection forward, under the commands (docs/performance.md, "Taken
-// quietly"). The zero value is ready; it is not safe for concurrent use.
+// next to nothing for it: EncodeLedger allocates several times the
+// snapshot's size, and each such burst brings a garbage collection
+// forward, under the commands. The zero value is ready; it is not safe for
+// concurrent use.
 type LedgerEncoder struct {
 	// Pause, when set, is called between steps of the encoding (a few
 	// hundred keys or accounts, tenths of a millisecond): the caller may
@@ -258,11 +258,11 @@ type LedgerEncoder struct {
 //
 // The JSON is what encoding/json writes for a ledgerJSON, but written a
 // few hundred accounts or plays, or one block, at a time, with a pause
-// between each. Written in one call, the JSON of 2 000 accounts and a
-// block (3 MB after 182 000 plays) held a processor for 6 to 9 ms without
-// a pause, up to 46 ms when a collection met it; now the longest stretch
-// is 1 to 3 ms, and the whole encoding is no slower (docs/performance.md,
-// "No stretch without a pause").
+// between each. Written in one call, a busy ledger's JSON held a processor
+// for milliseconds without a pause, longer when a collection met it, and
+// the commands' goroutines waiting for that processor waited with it;
+// written in steps, the longest stretch is short and the whole encoding
+// is no slower.
 func (e *LedgerEncoder) Encode(l *Ledger) ([]byte, error) {
 	if e.rules != l.Rules {
 		e.rules, e.ruleSetID = l.Rules, RuleSetID(l.Rules)

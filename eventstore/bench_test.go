@@ -27,9 +27,8 @@ const benchMessageBytes = 560
 // the raw JetStream yardstick (1 000-message atomic batches), raw async
 // publish, Tresor's committer under 1, 64 and 1 024 concurrent writers
 // and one pipelined single-threaded writer (events/s, ratio to the
-// yardstick, p50/p99 latency), and ordered reads. Figures are quoted in
-// docs/performance.md. Each sub-benchmark does a fixed amount of work per
-// iteration; run it with -benchtime 1x.
+// yardstick, p50/p99 latency), and ordered reads. Each sub-benchmark does
+// a fixed amount of work per iteration; run it with -benchtime 1x.
 func BenchmarkAppend(b *testing.B) {
 	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: b.TempDir()})
 	if err != nil {

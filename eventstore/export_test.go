@@ -340,7 +340,7 @@ func TestReadOnlyStoreCreatesAndWritesNothing(t *testing.T) {
 // decoding), the verified read (ReadFrom), the export (ReadStored into an
 // ExportWriter, to memory), and the parse of that file (ReadExport). Rates
 // are events/s and x_raw their ratio to the raw read. Run it with
-// -benchtime 1x; docs/performance.md quotes it.
+// -benchtime 1x.
 func BenchmarkExport(b *testing.B) {
 	srv := runEmbedded(b, b.TempDir())
 	store := openStore(b, srv, eventstore.Config{})

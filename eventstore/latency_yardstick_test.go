@@ -63,14 +63,13 @@ func TestMeasureCommandLatency(t *testing.T) {
 }
 
 // BenchmarkCommandLatencyFloor measures what the embedded server gives a
-// writer that does nothing (the latency yardstick), the figures of
-// docs/performance.md: batches of 1 and 150 messages every 9 ms and of 999
-// every 20 ms (one command each, due at those intervals); commands of
-// 1.45 messages at 13 000 a second (2 600 plays' worth); and at 4 000 a
-// second (800 plays) with puts every 5 s of 11.5 MB and of a tenth of that
-// at the bucket's pace, and of 11.5 MB at 4 MiB/s and, every 30 s, at the
-// writer's snapshots' pace (1 MiB/s), the p99 while a put runs over the
-// p99 outside. Run it with -benchtime 1x.
+// writer that does nothing (the latency yardstick): batches of 1 and 150
+// messages every 9 ms and of 999 every 20 ms (one command each, due at
+// those intervals); commands of 1.45 messages at 13 000 a second (2 600
+// plays' worth); and at 4 000 a second (800 plays) with puts every 5 s of
+// 11.5 MB and of a tenth of that at the bucket's pace, and of 11.5 MB at
+// 4 MiB/s and, every 30 s, at the writer's snapshots' pace (1 MiB/s), the
+// p99 while a put runs over the p99 outside. Run it with -benchtime 1x.
 func BenchmarkCommandLatencyFloor(b *testing.B) {
 	s := openStore(b, runEmbedded(b, b.TempDir()), eventstore.Config{})
 	each := func(perSecond, events float64, d time.Duration) eventstore.LatencyYardstick {

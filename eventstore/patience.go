@@ -22,11 +22,11 @@ const (
 	openPatience = 30 * time.Second
 	// openAttempt bounds one try: a request that reached a server in the
 	// middle of an election is answered by nobody, and the try after the
-	// election waits for it to time out. The stream's leader comes 5 to
-	// 6 s after the quorum; with tries of 5 s a serve whose cluster got its
-	// quorum back 20 s into the wait gave up in one run of two, with 2 s it
-	// came up in 3 of 3 (25 s: 1 of 3, the leader elected just after the
-	// wait's end).
+	// election waits for it to time out. The stream's leader comes some
+	// seconds after the quorum: a short try sees it soon after, where a
+	// long one can spend the end of openPatience waiting on a request sent
+	// before the election, and a cluster that got its quorum back late in
+	// the wait is then given up on.
 	openAttempt = 2 * time.Second
 )
 
@@ -42,9 +42,9 @@ const (
 //
 // Failed tries are logged on log (nil: none) as warnings naming what is
 // opened, the first and then at most one every openAttempt (a try that
-// fails at once is tried again 100 ms later: a line each made 185 in
-// 30 s); without them a node waiting for its cluster showed nothing for up
-// to 30 s, then only the last error.
+// fails at once is tried again 100 ms later, and a line for each would
+// flood the log); without them a node waiting for its cluster showed
+// nothing until openPatience ran out, then only the last error.
 func openPatiently[T any](ctx context.Context, log *slog.Logger, what string, open func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, openPatience)

@@ -25,11 +25,12 @@ const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 
 // SnapshotPaceDefault is the default SnapshotConfig.PaceBytesPerSecond:
 // a read models' snapshot of 300 MB is stored in about 19 s (the writer's
-// slot stores at a sixteenth of it: settlement.WriterSnapshotPace). On a
-// quiet machine the commands' p99 while a snapshot was stored at 32 MiB/s
-// was 1.38 times their p99 outside (median of 16 runs), at 16 MiB/s 1.22
-// (6 runs), and 1.10 to 1.23 (two builds, 3 runs each) with a bucket not
-// synced chunk by chunk (docs/performance.md, "Slower snapshots").
+// slot stores at a sixteenth of it: settlement.WriterSnapshotPace). The
+// chunks of a snapshot share the server and the disk with the stream's
+// commits: a slower pace delays the commands less while a snapshot is
+// stored, a faster one gets the snapshot stored sooner. Halving the pace
+// from 32 MiB/s made the commands' tail latency while storing markedly
+// closer to their latency outside, for a store that still takes seconds.
 const SnapshotPaceDefault = 16 << 20
 
 // SnapshotOrphanChunkAgeDefault is the default
@@ -224,14 +225,13 @@ func (s *NATSStore) OpenSnapshots(ctx context.Context, cfg SnapshotConfig) (*Sna
 // against the stream at every start and never trusted over it, so a crash
 // that loses the newest costs a start an older one or a replay, never a
 // fact; synced chunk by chunk, its megabytes were flushed on the disk the
-// stream's commits flush to, and the commands' p99 while storing was 1.38
-// times their p99 outside against 1.19 without (medians of 16 and 9 runs,
-// docs/performance.md, "Slower snapshots"). The stream's own writes stay
-// synced before every answer: the mode is the bucket stream's alone. A
-// replicated bucket keeps the default (the server refuses asynchronous
-// persistence on replicated streams), and a bucket created by an earlier
-// build keeps the mode it has, since a stream's persist mode cannot be
-// changed (docs/snapshots.md).
+// stream's commits flush to, and the commands waited behind those flushes
+// while a snapshot was stored. The stream's own writes stay synced before
+// every answer: the mode is the bucket stream's alone. A replicated bucket
+// keeps the default (the server refuses asynchronous persistence on
+// replicated streams), and a bucket created by an earlier build keeps the
+// mode it has, since a stream's persist mode cannot be changed
+// (docs/snapshots.md).
 func (s *NATSStore) openSnapshotBucket(ctx context.Context, cfg SnapshotConfig) (jetstream.ObjectStore, jetstream.Stream, error) {
 	name := objectStreamPrefix + cfg.Bucket
 	st, err := s.js.Stream(ctx, name)
@@ -304,11 +304,10 @@ func (s *Snapshots) names(ctx context.Context, kind, chain string) ([]string, er
 // its stream, which the server keeps in memory. The Object Store's List
 // reads the last message of each subject instead, loading nearly every
 // block of the bucket's stream, which grows with the read models'
-// snapshots: 0.5 to 2 s of a start after three sold-out blocks, both loads
-// listing at once (docs/performance.md). The
-// list may name an object deleted by an older build, whose subject still
-// holds the delete marker (prune purges it): GetInfo finds no object
-// there, and the loads skip it (errSnapshotGone).
+// snapshots: seconds of a start once a few blocks have sold out, both loads
+// listing at once. The list may name an object deleted by an older build,
+// whose subject still holds the delete marker (prune purges it): GetInfo
+// finds no object there, and the loads skip it (errSnapshotGone).
 func (s *Snapshots) objectNames(ctx context.Context) ([]string, error) {
 	ctx, cancel := s.store.reqCtx(ctx)
 	defer cancel()

@@ -23,13 +23,12 @@ import (
 const BatchEventsMax = 1000
 
 // CommitBatchEventsMax bounds a committer batch on a server whose
-// max_batch_size allows it, as the embedded server's does. A server
-// commits an atomic batch at a fixed cost of several milliseconds on top
-// of its messages, so larger batches move more events a second
-// (docs/performance.md, "What Tresor's stream costs the server"). A
-// batch stays well below the recentMax positions a seal may point back
-// (the committer keeps fewer events than that unacknowledged): every
-// auditor already released reads a stream written with such batches.
+// max_batch_size allows it, as the embedded server's does. A server commits
+// an atomic batch at a fixed cost of several milliseconds on top of its
+// messages, so larger batches move more events a second where that cost is
+// the bound. A batch stays well below the recentMax positions a seal may
+// point back (the committer keeps fewer events than that unacknowledged):
+// every auditor already released reads a stream written with such batches.
 const CommitBatchEventsMax = 3 * BatchEventsMax
 
 // JetStream error codes the store interprets.
@@ -84,12 +83,11 @@ type AppendRequest struct {
 	// PayloadsMarshaled says that the caller built every payload with
 	// encoding/json, or with an encoder tested to give its bytes
 	// (domain.AppendEventJSON), so that the store does not check again
-	// that each is valid JSON: that check took 3-4.5 % of a busy run's
-	// CPU, on the writer's one loop (docs/performance.md). Every other
-	// check still applies. A
-	// payload that is not valid JSON would be hashed into the chain for
-	// good and refused by every reader, so a caller passing on bytes it
-	// did not encode leaves it false.
+	// that each is valid JSON: that check reads every payload again, on
+	// the writer's one loop, where the CPU bounds the rate. Every other
+	// check still applies. A payload that is not valid JSON would be
+	// hashed into the chain for good and refused by every reader, so a
+	// caller passing on bytes it did not encode leaves it false.
 	PayloadsMarshaled bool
 }
 

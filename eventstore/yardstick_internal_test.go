@@ -25,8 +25,8 @@ import (
 //
 //   - bare: no headers but the batch's own (the yardstick);
 //   - envelope: the headers encodeMsg writes for a ThrowMade in the middle
-//     of an append (a real stream's headers average 405 bytes, batch
-//     headers included, docs/performance.md);
+//     of an append, about the weight of a real stream's headers, batch
+//     headers included;
 //   - compact: the same fields in 135 bytes (two-letter names, Unix
 //     nanoseconds, base64url hash, no previous hash);
 //   - one_header: the envelope's bytes as a single header;
@@ -198,11 +198,11 @@ func alternateYardsticks(b *testing.B, nc *nats.Conn, rounds int, variants []yar
 	// Each round takes the variants in a new random order: rotating one
 	// order left each variant after the same neighbour, and the variant
 	// right after the bare yardstick (itself right after a big stream's)
-	// measured 10-15 % above it in every run. The seed is fixed, so that
-	// runs repeat their orders.
+	// came out above it every time, a bias of the order, not the variant.
+	// The seed is fixed, so that runs repeat their orders.
 	rng := rand.New(rand.NewPCG(1, 2))
 	// A first round warms the server (its first streams, its buffers)
-	// and is not counted: it measured several times the later ones.
+	// and is not counted: a cold server's round is far off the warm ones.
 	for r := -1; r < rounds; r++ {
 		rates := make([]float64, len(variants))
 		for _, i := range rng.Perm(len(variants)) {

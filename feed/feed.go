@@ -11,7 +11,7 @@ import (
 	"github.com/fdj/tresor/eventstore"
 )
 
-// Limits of a feed (style.md item 14).
+// Limits of a feed's retries, so that none goes on without bound.
 const (
 	// refusedMax is how many times one message is refused before it is
 	// poison.

@@ -41,17 +41,11 @@ func WriterSnapshots(s *eventstore.Snapshots, rules *domain.RuleSet) *eventstore
 // 1 MiB/s, a sixteenth of the bucket's (eventstore.SnapshotPaceDefault).
 // Each chunk of a snapshot crossing the server delays the commits in
 // flight by a few milliseconds; sent less often, the chunks meet fewer
-// commands. 16 MiB/s against 4 in 7 pairs on a quiet machine: the
-// commands' p99 while a snapshot was stored 3.43 times their p99 outside
-// at the median against 1.51; 4 MiB/s against 1, with the encoding at a
-// sixteenth of a processor (encodeShareInverse) and the store in the
-// background, in 6 pairs: over the whole snapshot 1.39 against 1.04, while
-// storing 1.54 against 1.08, lower in every pair (docs/performance.md, "A
-// quieter pace for the writer's snapshots" and "Stored in the background,
-// at 1 MiB/s"). A snapshot of 12 MB then takes 12 s to store, the follower
-// applying the appends meanwhile; a larger one goes faster, so as to take
-// WriterSnapshotWithin. The one taken as a
-// writer closes on the embedded default goes unpaced
+// commands, so a slower pace delays fewer commits while a snapshot is
+// stored, at the cost of a snapshot that takes longer to land. A snapshot
+// of 12 MB then takes 12 s to store, the follower applying the appends
+// meanwhile; a larger one goes faster, so as to take WriterSnapshotWithin.
+// The one taken as a writer closes on the embedded default goes unpaced
 // (Config.ClosingSnapshots). The read models' snapshots, ten times larger
 // and taken every ten minutes, keep the bucket's pace.
 const WriterSnapshotPace = 1 << 20
@@ -241,20 +235,14 @@ func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since 
 }
 
 // encodeShareInverse sets the share of one processor a snapshot's encoding
-// takes while the writer runs: one part in sixteen. On 2 cores, an encoding
-// that ran flat out held one of the two processors for 0.1 to 0.8 s, and
-// every goroutine a command goes through (the loop, the committer, the
-// server's) waited for the other: the commands' p50 doubled while it
-// lasted (docs/performance.md, "Taken quietly"). At one part in four the
-// commands' p99 while encoding was still 1.31 times their p99 outside on a
-// quiet machine (median of 16 runs); at one part in eight, with the yields
-// below, 1.10 to 1.46 (medians of 3 to 6 runs; main 1.91 in the pairs of
-// the 1.46) (docs/performance.md, "Slower snapshots"); at one part in
-// sixteen, with the store at 1 MiB/s, 0.94 at the median of 6 runs (0.84
-// to 1.22), against 1.34 for one part in eight in the same pairs
-// (docs/performance.md, "Stored in the background, at 1 MiB/s"). A
-// snapshot of 12 MB then takes 1.4 to 2.8 s to encode: at the default
-// interval, once every 250 000 events.
+// takes while the writer runs: one part in sixteen. An encoding that ran
+// flat out held a whole processor, and on a machine with few cores every
+// goroutine a command goes through (the loop, the committer, the server's)
+// waited for it. Each halving of the share made the commands slower by less
+// while a snapshot was taken, and one part in sixteen, with the store at
+// WriterSnapshotPace in the background, leaves them about as fast as
+// outside one. The price is a longer encoding, seconds for a large ledger,
+// which the default interval (once every 250 000 events) affords.
 const encodeShareInverse = 16
 
 // encodeSliceMin is the least work between two rests: shorter sleeps
@@ -269,7 +257,7 @@ const encodeSliceMin = 500 * time.Microsecond
 // lost to other goroutines counts as work: the pace errs on the quiet side.
 //
 // Once stopped is closed (the writer has stopped) it no longer rests: the
-// close would wait for the encoding, 1.4 to 2.8 s at the pace for 12 MB.
+// close would otherwise wait seconds for a large snapshot's paced encoding.
 type encodePace struct {
 	since   time.Time
 	stopped <-chan struct{}

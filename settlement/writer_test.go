@@ -425,8 +425,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 // sellOutPrices are the prices TestSellOutOfABlockOfEachPricePaysArticle3
 // sells a block of: TRESOR_SELLOUT_PRICES ("0.50,1,2" with `make sellout`),
 // one price by default, so that `make test` stays bounded (a sold-out block
-// is 3.3 million events: two minutes on a quiet machine, ten on a loaded
-// one, and as long again to replay).
+// is 3.3 million events, minutes to write and as long again to replay).
 func sellOutPrices(tb testing.TB) []domain.Amount {
 	v := os.Getenv("TRESOR_SELLOUT_PRICES")
 	if v == "" {

@@ -45,10 +45,10 @@ func (s *server) getCSV(path, token string) ([][]string, http.Header) {
 	return rows, resp.Header
 }
 
-// TestExclusionsAndBansThroughTheAPI drives every control of issue 14
-// through the real binary: a self-exclusion for a term asked by the player,
-// extended and never shortened; one recorded by the operator, with a
-// reason or refused; a ban refusing stakes and deposits, retried, lifted;
+// TestExclusionsAndBansThroughTheAPI drives every responsible-gaming
+// control through the real binary: a self-exclusion for a term asked by the
+// player, extended and never shortened; one recorded by the operator, with
+// a reason or refused; a ban refusing stakes and deposits, retried, lifted;
 // withdrawals open throughout; a token without subject giving no command;
 // all of it in force again after a restart, and audited clean.
 func TestExclusionsAndBansThroughTheAPI(t *testing.T) {

@@ -15,9 +15,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// Config is Tresor's configuration, parsed only here (style.md item 17):
-// each setting has a flag and an environment variable, and a default that
-// runs the embedded mode.
+// Config is Tresor's configuration, parsed only here so that no other
+// package reads flags or the environment: each setting has a flag and an
+// environment variable, and a default that runs the embedded mode.
 type Config struct {
 	// Data is the data directory: the embedded nats-server's JetStream
 	// files and, on first start, the generated keys.
@@ -208,14 +208,16 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	f.StringVar(&c.MasterKeyFile, "master-key-file", "", "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
 	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
 	f.DurationVar(&c.AbandonAfter, "abandon-after", 10*time.Minute, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
-	// Default 1: the depth measured best on a whole block
-	// (docs/performance.md, "Pipelined batches").
+	// Default 1: on a CPU-bound machine a second batch in flight finds no
+	// idle commit time to fill and each smaller batch pays the server's
+	// fixed per-batch cost; deeper pipelines are for a machine where the
+	// commit's disk wait is the bound.
 	f.IntVar(&c.PipelineDepth, "pipeline-depth", 1,
 		fmt.Sprintf("atomic batches in flight at once, each fenced on where the previous one ends; 1 waits for each (1..%d; 1 on a replicated stream) ($TRESOR_PIPELINE_DEPTH)", eventstore.PipelineDepthMax))
 	// Default 1 000 (nats-server's default max_batch_size): larger batches
-	// bought 1.4 times the events a second on short runs but nothing over
-	// whole blocks (docs/performance.md, "What Tresor's stream costs the
-	// server").
+	// help short runs, where the server's per-batch cost bounds the rate,
+	// but not whole blocks, where the writer's own CPU does; the flag stays
+	// for a machine where the per-batch cost is the bound.
 	f.IntVar(&c.BatchEvents, "batch-events", eventstore.BatchEventsMax,
 		fmt.Sprintf("events in one atomic batch at most, 2..%d; above %d the server's max_batch_size must allow it (the embedded server's does) ($TRESOR_BATCH_EVENTS)",
 			eventstore.CommitBatchEventsMax, eventstore.BatchEventsMax))

@@ -22,10 +22,10 @@ import (
 	"github.com/fdj/tresor/projections"
 )
 
-// The crash suite of issue 10: clients play, deposit and withdraw over HTTP
-// against the real binary, sending some requests twice at once, while the
-// binary is killed with SIGKILL at random moments and restarted on the same
-// data directory. After each kill, the export of the stream alone must hold
+// The crash suite: clients play, deposit and withdraw over HTTP against the
+// real binary, sending some requests twice at once, while the binary is
+// killed with SIGKILL at random moments and restarted on the same data
+// directory. After each kill, the export of the stream alone must hold
 // every write a client saw acknowledged, with the answer it saw, once; the
 // audit must pass; at the end every play must be settled.
 //

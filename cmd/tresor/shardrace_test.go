@@ -16,15 +16,17 @@ import (
 	"github.com/fdj/tresor/domain"
 )
 
-// The race of issue 11 seen from outside: serve on the embedded default
-// starts from the writer's snapshot (format 3) and the read models'
-// (format 3: a hot section at the start, then 64 shards of settled history
-// loaded by the warm-up, in order from shard 0, or earlier by a read or a
-// batch that needs one). Everything below is fired while the shards load.
+// The races of a start from snapshots, seen from outside: serve on the
+// embedded default starts from the writer's snapshot (format 3) and the
+// read models' (format 3: a hot section at the start, then 64 shards of
+// settled history loaded by the warm-up, in order from shard 0, or earlier
+// by a read or a batch that needs one). Everything below is fired while
+// the shards load.
 const (
 	// racePlays of settled history over racePlayers spread it over the 64
-	// shards (about 12 players each): the warm-up alone takes some 100 ms
-	// here (450 ms at 40 000 plays), about 1 s under the race.
+	// shards (about 12 players each): long enough a history that the
+	// warm-up is still loading the race's shards when the race fires (the
+	// test fails otherwise), short enough to be built in seconds.
 	racePlays   = "8000"
 	racePlayers = "768"
 	// raceShardFirst is the first shard the race touches: the warm-up

@@ -139,8 +139,9 @@ type simulateReport struct {
 	// while the writer's snapshots were encoded, while they were stored,
 	// and outside them (a snapshot begun before the plays or stored after
 	// them counts as outside). A phase's excess over outside, times its
-	// length, is what it cost: a figure far steadier from run to run than
-	// the commands' p99 on a shared machine (docs/performance.md).
+	// length, is what it cost: the processor time a phase takes does not
+	// depend on what else the machine runs, where the commands' tail
+	// latency does.
 	CPUCoresEncoding float64     `json:"cpu_cores_while_encoding,omitempty"`    // float-ok: a rate
 	CPUCoresStoring  float64     `json:"cpu_cores_while_storing,omitempty"`     // float-ok: a rate
 	CPUCoresOutside  float64     `json:"cpu_cores_outside_snapshots,omitempty"` // float-ok: a rate

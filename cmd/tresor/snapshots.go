@@ -73,12 +73,11 @@ func (p *projectionSnapshots) restore(ctx context.Context) {
 
 // run takes a snapshot every p.interval if any event was applied, until
 // ctx ends. Unlike the writer's, the read models' snapshot holds the whole
-// history (every play, every journal line: about 120 MB after a sold-out
-// block in format 2, 1.8 times that in format 3) and its encoding takes one
-// of the two cores for seconds (after the warm-up, which Freeze waits
-// for, when the store started from a snapshot), so it is
-// not taken every --snapshot-every events: during a catch-up that would
-// spend the catch-up encoding.
+// history (every play, every journal line: hundreds of megabytes after a
+// sold-out block) and its encoding takes a core for seconds (after the
+// warm-up, which Freeze waits for, when the store started from a
+// snapshot), so it is not taken every --snapshot-every events: during a
+// catch-up that would spend the catch-up encoding.
 func (p *projectionSnapshots) run(ctx context.Context, applied func() uint64) {
 	tick := time.NewTicker(p.interval)
 	defer tick.Stop()

@@ -190,22 +190,21 @@ func (c *standbyCluster) streamLeader(js jetstream.JetStream) string {
 	return leader
 }
 
-// TestStandbyTakesOverAfterKill9 (issue 12): three `tresor serve` on a
-// three-node NATS cluster (replicas 3); the crash suite's clients stake,
-// throw, deposit and withdraw through all three nodes, half of their
-// writes sent twice at once through two nodes, each retry on the next
-// node with the same key. The faults, in turn: kill -9 of the writer (it
-// restarts as a standby), a graceful step-down of the stream's leader, the
-// loss of the NATS node that leads the stream, and the writer frozen
-// (SIGSTOP) past the lease's TTL then resumed: it appends nothing after
-// another node took over, answers nothing from its old ledger (a throw of a
-// play its successor recorded, sent to it as it resumes, is answered 200 or
-// 503, never 404: resumedWriterProbe), and rejoins as a standby. No other
-// serve exits.
-// Then every acknowledged answer is in the stream once, as answered;
-// nothing is there twice; every play is settled; every node shows the same
-// balances; the audit passes. Each fault's time to the first acknowledged
-// command, and the requests that failed meanwhile, are logged.
+// TestStandbyTakesOverAfterKill9: three `tresor serve` on a three-node NATS
+// cluster (replicas 3); the crash suite's clients stake, throw, deposit and
+// withdraw through all three nodes, half of their writes sent twice at once
+// through two nodes, each retry on the next node with the same key. The
+// faults, in turn: kill -9 of the writer (it restarts as a standby), a
+// graceful step-down of the stream's leader, the loss of the NATS node that
+// leads the stream, and the writer frozen (SIGSTOP) past the lease's TTL
+// then resumed: it appends nothing after another node took over, answers
+// nothing from its old ledger (a throw of a play its successor recorded,
+// sent to it as it resumes, is answered 200 or 503, never 404:
+// resumedWriterProbe), and rejoins as a standby. No other serve exits. Then
+// every acknowledged answer is in the stream once, as answered; nothing is
+// there twice; every play is settled; every node shows the same balances;
+// the audit passes. Each fault's time to the first acknowledged command,
+// and the requests that failed meanwhile, are logged.
 func TestStandbyTakesOverAfterKill9(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster and 3 processes: skipped in -short")

@@ -17,9 +17,8 @@ import (
 )
 
 // Backend is what the suite needs from an implementation. It is more than
-// the brief's open func(tb) Store because two cases must reach past the
-// port: one forges a message behind the store's back, one restarts the
-// servers.
+// an open func(tb) Store because two cases must reach past the port: one
+// forges a message behind the store's back, one restarts the servers.
 type Backend struct {
 	// Open returns a store on the backend with cfg (stream and subject
 	// prefix are set by the suite, one per case, so cases never share

@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// moreStatements are the SQL of the read models of issue 14: bans, cash
-// days, statements and the report pack.
+// moreStatements are the SQL of the responsible-gaming and reporting read
+// models: bans, cash days, statements and the report pack.
 type moreStatements struct {
 	insertBans, liftBans, bansOf, activeBansOf    string
 	addCashDays, cashDays, reportDays, emissions  string

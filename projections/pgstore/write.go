@@ -20,7 +20,8 @@ type statements struct {
 	account, accountsAfter, limitsOf, journal, totals                      string
 	allBlocks, block, blocksAfter, tiersOf, history, lastPlay, play, emIDs string
 	days                                                                   string
-	// Issue 14: bans, cash days, statements, reports.
+	// Responsible gaming and reporting: bans, cash days, statements,
+	// reports.
 	more *moreStatements
 }
 

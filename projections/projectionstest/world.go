@@ -236,10 +236,10 @@ func Standard(tb testing.TB, rules *domain.RuleSet) *World {
 // Operator is the actor of the operator's commands in the worlds.
 var Operator = &domain.Actor{Role: domain.RoleOperator, Subject: "ops@tresor"}
 
-// controls adds the responsible-gaming controls of issue 14 to a world:
-// settings offering daily and monthly limits with a 48-hour raise delay, a
-// daily limit, a self-exclusion for a term and its extension, a ban lifted
-// and one in force.
+// controls adds the responsible-gaming controls to a world: settings
+// offering daily and monthly limits with a 48-hour raise delay, a daily
+// limit, a self-exclusion for a term and its extension, a ban lifted and
+// one in force.
 func (w *World) controls() {
 	w.tb.Helper()
 	s := domain.BaselineSettings()
