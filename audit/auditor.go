@@ -375,7 +375,7 @@ func (a *Auditor) Truncated(end uint64, evidence []eventstore.Evidence) {
 		}
 		a.vs.add(Violation{Sequence: ev.Head.Sequence, Code: CodeStreamTruncated, Subject: "stream",
 			Expected: fmt.Sprintf("the events up to sequence %d, as %s names", ev.Head.Sequence, ev.Source),
-			Found:    fmt.Sprintf("the stream ends at %d: %d acknowledged events missing", end, ev.Head.Sequence-end)})
+			Found:    fmt.Sprintf("the stream ends at %d: %d acknowledged missing", end, ev.Head.Sequence-end)})
 	}
 }
 

@@ -51,16 +51,24 @@ func (e *TruncatedError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "stream %s (chain %s) ends at sequence %d, short of what was acknowledged:", e.Stream, e.Chain, e.End)
 	for _, ev := range e.Missing {
-		fmt.Fprintf(&b, " %s names sequence %d (%d events missing);", ev.Source, ev.Head.Sequence, ev.Head.Sequence-e.End)
+		fmt.Fprintf(&b, " %s names sequence %d (%s missing);", ev.Source, ev.Head.Sequence, events(ev.Head.Sequence-e.End))
 	}
 	for _, ev := range e.Differing {
 		fmt.Fprintf(&b, " %s names event %s at sequence %d, the stream holds another;", ev.Source, ev.Head.Hash, ev.Head.Sequence)
 	}
 	if e.Holes > 0 {
-		fmt.Fprintf(&b, " its copy lacks %d messages below its last sequence, though it denies deletes;", e.Holes)
+		fmt.Fprintf(&b, " its copy lacks %s below its last sequence, though it denies deletes;", events(e.Holes))
 	}
 	b.WriteString(" a damaged disk lost acknowledged events: restore the stream from a backup, the regulator's copy or a healthy replica (docs/operations.md, \"Storage faults\")")
 	return b.String()
+}
+
+// events counts events in words: "1 event", "9 events".
+func events(n uint64) string {
+	if n == 1 {
+		return "1 event"
+	}
+	return fmt.Sprintf("%d events", n)
 }
 
 // Is makes errors.Is(err, ErrTruncated) true.
