@@ -1,6 +1,7 @@
 # Tresor's build, test and benchmark entry points. Every target works on a
 # fresh machine with Go: modules come from the proxy, and the tests start
-# their own nats-server in-process; PostgreSQL tests use TRESOR_TEST_DATABASE_URL.
+# their own nats-server in-process (or, to kill one with SIGKILL, built
+# from the module); PostgreSQL tests use TRESOR_TEST_DATABASE_URL.
 
 GO       ?= go
 BIN      ?= bin/tresor
@@ -13,7 +14,7 @@ DOMAIN_ALLOWED := github.com/shopspring/decimal
 TEST_TIMEOUT   ?= 60m
 BENCH_TIME     ?= 1x
 
-.PHONY: all build run test test-services test-short crash crash-storage sellout bench bench-start lint fmt vet imports clean
+.PHONY: all build run test test-services test-short crash crash-storage crash-takeover sellout bench bench-start lint fmt vet imports clean
 
 all: lint test
 
@@ -46,7 +47,7 @@ test-short:
 # clients (16), TRESOR_CRASH_SEED replays a run's choices; the figures are
 # the last line.
 TRESOR_CRASH_CYCLES ?= 20
-crash: crash-storage
+crash: crash-storage crash-takeover
 	TRESOR_CRASH_CYCLES=$(TRESOR_CRASH_CYCLES) $(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) \
 		-run '^TestCrashKeepsEveryAcknowledgedWrite$$' ./cmd/tresor
 
@@ -61,6 +62,18 @@ crash-storage:
 		-run '^TestStorageFault' ./cmd/tresor
 	TRESOR_STORAGE_FAULTS=all $(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) \
 		-run '^TestADamagedReplicaLosesNoAcknowledgedEvent$$' ./eventstore
+
+# crash-takeover runs three `tresor serve` on three nats-server processes
+# under the crash suite's clients: kill -9 of the NATS node leading the
+# stream and a rolling restart of the serves, TRESOR_TAKEOVER_FAULTS times
+# each (make test: once), a rolling restart of the NATS nodes, then
+# TRESOR_TAKEOVER_STARTS starts of a serve (make test: 10); the takeover
+# figures are in its log.
+TRESOR_TAKEOVER_FAULTS ?= 5
+TRESOR_TAKEOVER_STARTS ?= 50
+crash-takeover:
+	TRESOR_TAKEOVER_FAULTS=$(TRESOR_TAKEOVER_FAULTS) TRESOR_TAKEOVER_STARTS=$(TRESOR_TAKEOVER_STARTS) \
+		$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) -run '^TestTakeoverOnNATSProcesses$$' ./cmd/tresor
 
 # bench runs every Go benchmark once at its natural size; the figures are
 # quoted in docs/performance.md. BENCH=regex narrows it.

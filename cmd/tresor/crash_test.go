@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -684,6 +685,40 @@ func (j *crashJournal) recovery(t time.Time) (took time.Duration, failed int, ok
 		}
 	}
 	return first.Sub(t), failed, true
+}
+
+// stall returns the longest time within [from, to] in which no request
+// was acknowledged (from the start of the span to the first answer, between
+// two answers, or from the last answer to its end): how long writes stopped
+// however the clients' requests were spread over the nodes.
+func (j *crashJournal) stall(from, to time.Time) time.Duration {
+	j.mu.Lock()
+	var acked []time.Time
+	for _, a := range j.attempts {
+		if a.acked && a.answered.After(from) && a.answered.Before(to) {
+			acked = append(acked, a.answered)
+		}
+	}
+	j.mu.Unlock()
+	slices.SortFunc(acked, time.Time.Compare)
+	longest, last := time.Duration(0), from
+	for _, at := range append(acked, to) {
+		longest, last = max(longest, at.Sub(last)), at
+	}
+	return longest
+}
+
+// acknowledgedAfter returns the first answer acknowledged after t, whenever
+// its request was sent; ok is false while none is.
+func (j *crashJournal) acknowledgedAfter(t time.Time) (first time.Time, ok bool) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, a := range j.attempts {
+		if a.acked && a.answered.After(t) && (first.IsZero() || a.answered.Before(first)) {
+			first = a.answered
+		}
+	}
+	return first, !first.IsZero()
 }
 
 func (j *crashJournal) sending(w *crashWrite) {

@@ -83,7 +83,7 @@ func startListening(tb testing.TB, data string, args ...string) *server {
 // never listens or never becomes ready: its caller watches both.
 func launchServe(tb testing.TB, data string, args ...string) (*server, <-chan string) {
 	tb.Helper()
-	cmd := exec.Command(tresorBin, append([]string{"serve", "--data", data, "--http", "127.0.0.1:0"}, args...)...)
+	cmd := exec.Command(serveBin(), append([]string{"serve", "--data", data, "--http", "127.0.0.1:0"}, args...)...)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -110,6 +110,16 @@ func launchServe(tb testing.TB, data string, args ...string) (*server, <-chan st
 		}
 	})
 	return s, addr
+}
+
+// serveBin is the binary `tresor serve` runs from: TRESOR_SERVE_BIN, to
+// measure another build under the same tests (tokens, exports and audits
+// still come from this tree's), or the one built for the tests.
+func serveBin() string {
+	if bin := os.Getenv("TRESOR_SERVE_BIN"); bin != "" {
+		return bin
+	}
+	return tresorBin
 }
 
 // stop sends SIGTERM and expects a clean exit.

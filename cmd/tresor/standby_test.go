@@ -42,7 +42,13 @@ const (
 // nodes share into data; it returns the cluster and the seal's public key.
 func clusterKeys(tb testing.TB, data string) (*eventstoretest.Cluster, string) {
 	tb.Helper()
-	c := eventstoretest.StartCluster(tb)
+	return eventstoretest.StartCluster(tb), writeClusterKeys(tb, data)
+}
+
+// writeClusterKeys writes the keys the nodes share into data and returns
+// the seal's public key.
+func writeClusterKeys(tb testing.TB, data string) string {
+	tb.Helper()
 	keys := filepath.Join(data, "keys")
 	if err := os.MkdirAll(keys, 0o700); err != nil {
 		tb.Fatal(err)
@@ -58,7 +64,7 @@ func clusterKeys(tb testing.TB, data string) (*eventstoretest.Cluster, string) {
 			tb.Fatal(err)
 		}
 	}
-	return c, hex.EncodeToString(ed25519.NewKeyFromSeed(sealSeed).Public().(ed25519.PublicKey))
+	return hex.EncodeToString(ed25519.NewKeyFromSeed(sealSeed).Public().(ed25519.PublicKey))
 }
 
 // startNodes starts three `tresor serve` on data with args and waits until
@@ -104,13 +110,19 @@ func BenchmarkClusterPlays(b *testing.B) {
 // clusterRole returns a node's role as its health tells ("" when it does
 // not answer).
 func (s *server) clusterRole() string {
+	role, _ := s.clusterStatus()["role"].(string)
+	return role
+}
+
+// clusterStatus returns the cluster object of a node's health (nil when
+// it does not answer).
+func (s *server) clusterStatus() map[string]any {
 	status, m, err := s.send(call{"GET", "/v1/health", "", "", ""})
 	if err != nil || status != 200 {
-		return ""
+		return nil
 	}
 	c, _ := m["cluster"].(map[string]any)
-	role, _ := c["role"].(string)
-	return role
+	return c
 }
 
 // standbyCluster is three `tresor serve` on a three-node NATS cluster,
@@ -141,13 +153,13 @@ func (c *standbyCluster) writer(skip int) int {
 
 // fault lets the clients play, applies the fault and waits until a request
 // sent after it is acknowledged; it logs how long that took and how many
-// requests sent after the fault failed (503, 429 or no answer) before.
-func (c *standbyCluster) fault(name string, apply func()) {
+// requests sent after the fault failed (503, 429 or no answer) before;
+// it returns when the fault was applied and how long that took.
+func (c *standbyCluster) fault(name string, apply func()) (at time.Time, took time.Duration) {
 	c.t.Helper()
 	time.Sleep(standbyLoad)
-	at := time.Now()
+	at = time.Now()
 	apply()
-	var took time.Duration
 	var failed int
 	eventstoretest.Eventually(c.t, standbyRecoveryMax, func() error {
 		var ok bool
@@ -157,6 +169,7 @@ func (c *standbyCluster) fault(name string, apply func()) {
 		return nil
 	})
 	c.t.Logf("%s: first command acknowledged %s after the fault; %d requests failed meanwhile", name, took.Round(time.Millisecond), failed)
+	return at, took
 }
 
 // restart starts node i again (a standby now) and sends the clients to it.
