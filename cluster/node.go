@@ -29,6 +29,11 @@ const (
 // open or a lost watch.
 const retryPause = 250 * time.Millisecond
 
+// startReadMax bounds a writer's start reads on the cluster (see
+// eventstore.CommitterConfig.StartReadMax): each is one message or the
+// stream's state, answered in milliseconds by a leader.
+const startReadMax = time.Second
+
 // openWriterTTLs bounds, in lease TTLs, how long a node that won the lease
 // tries to open its writer before it steps down and releases the lease.
 const openWriterTTLs = 3
@@ -570,6 +575,9 @@ func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.
 	cfg.Start = n.startingLedger()
 	ccfg := n.cfg.Committer
 	ccfg.MaySend = n.leaseValid
+	// A read sent into a stream leader's election gets no answer: the
+	// lead loop tries again at once rather than wait the request timeout.
+	ccfg.StartReadMax = startReadMax
 	elog, err := settlement.OpenEventLog(ctx, n.cfg.Store, ccfg)
 	if err != nil {
 		// Nothing was applied to the ledger: the next try keeps it.
@@ -635,7 +643,10 @@ func (n *Node) stepDown(ctx context.Context, w *settlement.Writer, elog *settlem
 	n.moveLease(eventstore.LeaseInfo{})
 	n.mu.Unlock()
 	n.closeWriter(w, elog, svc, lost)
-	if lost == nil || !errors.Is(lost, eventstore.ErrLeaseLost) {
+	// A lease no longer valid expires by itself, and another node may
+	// hold it already: a release would only wait on a cluster that
+	// could not renew it.
+	if (lost == nil || !errors.Is(lost, eventstore.ErrLeaseLost)) && n.cfg.Lease.Valid() {
 		if err := n.cfg.Lease.Release(context.WithoutCancel(ctx)); err != nil {
 			n.cfg.Logger.Warn("release the writer lease", "err", err)
 		}

@@ -75,6 +75,12 @@ type CommitterConfig struct {
 	// Evidence lists further positions the stream must hold: the newest
 	// snapshots' manifests.
 	Evidence []Evidence
+	// StartReadMax, when set, bounds the reads of NewCommitter's start
+	// (the chain's head, the evidence, the last seal) together, below the
+	// store's RequestTimeout: a caller that tries again at once (a
+	// cluster node taking over) learns sooner that a read was sent into a
+	// leader's election and got no answer.
+	StartReadMax time.Duration
 	// MaySend, when set, is asked before each batch is sent; an error stops
 	// the committer with it, the batch unsent. A writer on a lease passes
 	// its lease's validity, so that a process frozen past its lease (and
@@ -294,13 +300,19 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 		return nil, fmt.Errorf("new committer for chain %s: pipeline depth %d on a stream of %d replicas: %w",
 			chain, cfg.PipelineDepth, s.cfg.Replicas, ErrInvalid)
 	}
-	head, err := s.startHead(ctx, chain, &cfg)
+	rctx := ctx
+	if cfg.StartReadMax > 0 {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithTimeout(ctx, cfg.StartReadMax)
+		defer cancel()
+	}
+	head, err := s.startHead(ctx, rctx, chain, &cfg)
 	if err != nil {
 		return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
 	}
 	var seal sealMark
 	if cfg.SealKey != nil {
-		if seal, err = s.lastSeal(ctx, chain); err != nil {
+		if seal, err = s.lastSeal(rctx, chain); err != nil {
 			return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
 		}
 	}

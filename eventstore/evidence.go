@@ -176,10 +176,11 @@ func (s *Snapshots) Evidence(ctx context.Context, chain string) ([]Evidence, err
 // against the evidence (cfg.Evidence and the high-water mark), a torn
 // append at its end voided. It returns a *TruncatedError for a stream that
 // lost acknowledged events: a writer never starts on one.
-func (s *NATSStore) startHead(ctx context.Context, chain string, cfg *CommitterConfig) (Head, error) {
+// Its reads are bounded by rctx, its Void's append by ctx.
+func (s *NATSStore) startHead(ctx, rctx context.Context, chain string, cfg *CommitterConfig) (Head, error) {
 	evidence := slices.Clip(cfg.Evidence)
 	if cfg.HighWater != nil {
-		mark, ok, err := cfg.HighWater.Load(ctx)
+		mark, ok, err := cfg.HighWater.Load(rctx)
 		if err != nil {
 			return Head{}, err
 		}
@@ -187,7 +188,7 @@ func (s *NATSStore) startHead(ctx context.Context, chain string, cfg *CommitterC
 			evidence = append(evidence, Evidence{Source: "the high-water mark of acknowledged commits", Head: mark})
 		}
 	}
-	head, torn, err := s.CheckEvidence(ctx, chain, evidence)
+	head, torn, err := s.CheckEvidence(rctx, chain, evidence)
 	if err != nil {
 		return Head{}, err
 	}
