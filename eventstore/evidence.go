@@ -138,10 +138,23 @@ func (s *NATSStore) holes(ctx context.Context) (uint64, error) {
 // Evidence returns, for each kind of snapshot of chain in the bucket, the
 // position named by its newest manifest that authenticates, whether or not
 // its data is still whole: a snapshot is stored only after the events it
-// covers were acknowledged.
-func (s *Snapshots) Evidence(ctx context.Context, chain string) ([]Evidence, error) {
+// covers were acknowledged. A passing error (ErrSnapshotUnavailable) is
+// tried again, as a load does, before it is returned.
+func (s *Snapshots) Evidence(ctx context.Context, chain string) (out []Evidence, err error) {
+	err = s.retryPassing(ctx, "snapshots' positions", func() error {
+		out, err = s.evidence(ctx, chain)
+		return err
+	})
+	return out, err
+}
+
+// evidence is one try of Evidence.
+func (s *Snapshots) evidence(ctx context.Context, chain string) ([]Evidence, error) {
 	names, err := s.objectNames(ctx)
 	if err != nil {
+		if passing(err) {
+			err = fmt.Errorf("%w: %w", ErrSnapshotUnavailable, err)
+		}
 		return nil, err
 	}
 	slices.Sort(names)
@@ -156,15 +169,18 @@ func (s *Snapshots) Evidence(ctx context.Context, chain string) ([]Evidence, err
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("snapshot %s: %w", names[i], err)
+		var m *snapshotManifest
+		if err == nil {
+			m, err = s.manifest(ctx, names[i], info)
+		} else {
+			err = refused(err, "snapshot %s", names[i])
 		}
-		m, err := s.manifest(ctx, names[i], info)
-		if errors.Is(err, ErrSnapshotRefused) {
-			continue
-		}
-		if err != nil {
+		if errors.Is(err, ErrSnapshotUnavailable) {
 			return nil, err
+		}
+		if err != nil {
+			// Not authenticated, not ours to trust: no evidence.
+			continue
 		}
 		seen[kind] = true
 		out = append(out, Evidence{Source: "snapshot " + names[i], Head: Head{Sequence: m.Sequence, ChainSeq: m.ChainSeq, Hash: m.Head}})

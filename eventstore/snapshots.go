@@ -523,16 +523,27 @@ func (sl *SnapshotSlot) LoadParts(ctx context.Context, read func(seq uint64, r i
 // again, snapshotLoadTries times at most, before it returns it; a start
 // that gave a snapshot up for it would replay the whole history.
 func (sl *SnapshotSlot) LoadSections(ctx context.Context, read func(seq uint64, r io.Reader, rest *SnapshotSections) error) (seq uint64, skipped []error, err error) {
-	pause := snapshotLoadPause
-	for try := 1; ; try++ {
+	err = sl.snaps.retryPassing(ctx, "snapshot load", func() error {
 		seq, skipped, err = sl.loadSections(ctx, read)
-		if !errors.Is(err, ErrSnapshotUnavailable) || try == snapshotLoadTries || ctx.Err() != nil {
-			return seq, skipped, err
+		return err
+	})
+	return seq, skipped, err
+}
+
+// retryPassing calls try until it returns no ErrSnapshotUnavailable,
+// snapshotLoadTries times at most, pausing longer each time, and returns
+// its last error.
+func (s *Snapshots) retryPassing(ctx context.Context, what string, try func() error) error {
+	pause := snapshotLoadPause
+	for n := 1; ; n++ {
+		err := try()
+		if !errors.Is(err, ErrSnapshotUnavailable) || n == snapshotLoadTries || ctx.Err() != nil {
+			return err
 		}
-		sl.snaps.cfg.Logger.Warn("snapshot load: trying again after a passing error", "kind", sl.kind, "try", try, "err", err)
+		s.cfg.Logger.Warn(what+": trying again after a passing error", "try", n, "err", err)
 		select {
 		case <-ctx.Done():
-			return 0, skipped, err
+			return err
 		case <-time.After(pause):
 		}
 		pause *= 2
