@@ -17,6 +17,7 @@ import (
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/internal/bench"
 	"github.com/fdj/tresor/settlement"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -165,7 +166,7 @@ type simulateReport struct {
 	// With --yardstick and --rate, a raw writer's commands after the plays,
 	// on the same server, at the plays' command rate and events per command
 	// for as long as the plays lasted (5 s to 2 min;
-	// eventstore.LatencyYardstick): their p50 and p99, and Tresor's command
+	// bench.LatencyYardstick): their p50 and p99, and Tresor's command
 	// p99 over theirs. When the writer took snapshots during the plays, the
 	// raw writer's server also stores an object of their mean size as often
 	// and at the same pace, and its commands' p99 is given while one was
@@ -379,7 +380,7 @@ func measureLatencyYardstick(ctx context.Context, st *stream, rep *simulateRepor
 	if commands == 0 {
 		return nil
 	}
-	y := eventstore.LatencyYardstick{
+	y := bench.LatencyYardstick{
 		CommandsPerSecond: float64(commands) / res.Elapsed.Seconds(),
 		Duration:          min(max(res.Elapsed, latencyYardstickMin), latencyYardstickMax),
 		EventsPerCommand:  max(float64(res.Events)/float64(commands), 1), // float-ok: a count's mean
@@ -391,7 +392,7 @@ func measureLatencyYardstick(ctx context.Context, st *stream, rep *simulateRepor
 			y.PutPace = eventstore.PaceWithin(settlement.WriterSnapshotPace, y.PutBytes, settlement.WriterSnapshotWithin)
 		}
 	}
-	f, err := eventstore.MeasureCommandLatency(ctx, st.store, y)
+	f, err := bench.MeasureCommandLatency(ctx, st.store, y)
 	if err != nil {
 		return fmt.Errorf("yardstick: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/internal/bench"
 	"github.com/fdj/tresor/settlement"
 	"github.com/nats-io/nats.go"
 )
@@ -336,7 +337,7 @@ const yardstickMessageBytes = 400
 
 // yardstick measures raw 1 000-message atomic batches on the same server.
 func (s *stream) yardstick(ctx context.Context) (float64, error) {
-	return eventstore.MeasureAtomicBatches(ctx, s.store.Conn(), eventstore.Yardstick{Batches: 50, BatchSize: 1000, MessageBytes: yardstickMessageBytes, Replicas: s.replicas})
+	return bench.MeasureAtomicBatches(ctx, s.store.Conn(), bench.Yardstick{Batches: 50, BatchSize: 1000, MessageBytes: yardstickMessageBytes, Replicas: s.replicas})
 }
 
 // checkBooks replays the whole stream into fresh double-entry books,
