@@ -30,8 +30,9 @@ type stream struct {
 	sealer    *settlement.Sealer
 	snaps     *eventstore.Snapshots
 	highWater eventstore.HighWater
-	// snapshotSpans, when set, records the writer's snapshots (simulate).
-	snapshotSpans *settlement.SnapshotSpans
+	// snapshotObserver, when set, is told of the writer's snapshots
+	// (simulate records them).
+	snapshotObserver settlement.SnapshotObserver
 	// logger, when set (serve), gets the writer's lines and those of each
 	// phase of a snapshot's load, so that a start's log says where its
 	// time goes.
@@ -211,7 +212,7 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
 	wcfg := settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter, Settings: &settings.Settings,
-		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval, SnapshotSpans: s.snapshotSpans}
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval, SnapshotObserver: s.snapshotObserver}
 	if snaps != nil {
 		slot := settlement.WriterSnapshots(snaps, rules)
 		wcfg.Snapshots = slot
