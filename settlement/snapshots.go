@@ -234,6 +234,27 @@ func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since 
 	return s
 }
 
+// YieldingPause returns a domain.LedgerEncoder.Pause that lets the
+// goroutines waiting for the encoder's processor run every
+// pausesBetweenYields pauses, and never waits: a snapshot encoded beside a
+// writer or a follower, on few cores, would otherwise be preempted only at
+// the end of the scheduler's time slice, a delay a command may meet at
+// each goroutine it goes through. The policy is the caller's: the domain's
+// encoder only offers the points where it may pause.
+func YieldingPause() func() {
+	n := 0
+	return func() {
+		if n++; n%pausesBetweenYields == 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// pausesBetweenYields is how many of the encoder's pauses (a few hundred
+// keys or accounts each) YieldingPause lets go by between two yields: a
+// few tenths of a millisecond of encoding.
+const pausesBetweenYields = 8
+
 // encodeShareInverse sets the share of one processor a snapshot's encoding
 // takes while the writer runs: one part in sixteen. An encoding that ran
 // flat out held a whole processor, and on a machine with few cores every
@@ -335,7 +356,7 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 			if s.since > 0 || cutShort {
 				// The writer has stopped: nobody waits on the cores, and
 				// the close waits for this one.
-				s.enc.Pause = nil
+				s.enc.Pause = YieldingPause()
 				if s.closing != nil {
 					s.store = s.closing
 				}
