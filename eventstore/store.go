@@ -82,7 +82,7 @@ type AppendRequest struct {
 	ExpectAggregates []AggregateExpectation
 	// PayloadsMarshaled says that the caller built every payload with
 	// encoding/json, or with an encoder tested to give its bytes
-	// (domain.AppendEventJSON), so that the store does not check again
+	// (domain/codec.AppendEventJSON), so that the store does not check again
 	// that each is valid JSON: that check reads every payload again, on
 	// the writer's one loop, where the CPU bounds the rate. Every other
 	// check still applies. A payload that is not valid JSON would be
