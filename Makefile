@@ -108,15 +108,15 @@ fmt:
 vet:
 	$(GO) vet ./...
 
-# imports keeps the dependency rule of style.md: domain imports only the
-# standard library (and decimal); eventstore and projections never import
+# imports keeps the dependency rule of style.md: domain and domain/codec
+# import only the standard library (and decimal, and codec domain); eventstore and projections never import
 # each other; web imports only domain; nothing imports cmd; the finance
 # feed reads the stream through eventstore and domain only, never a read
 # model or the writer; the cluster does not import the API.
 imports:
-	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./domain | \
-		grep -v -x -e 'github.com/fdj/tresor/domain' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
-	if [ -n "$$bad" ]; then echo "domain imports more than the standard library:"; echo "$$bad"; exit 1; fi
+	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./domain ./domain/codec | \
+		grep -v -x -e 'github.com/fdj/tresor/domain' -e 'github.com/fdj/tresor/domain/codec' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
+	if [ -n "$$bad" ]; then echo "domain or its codec imports more than the standard library:"; echo "$$bad"; exit 1; fi
 	@if $(GO) list -deps ./eventstore/... | grep -q '^github.com/fdj/tresor/projections'; then \
 		echo "eventstore imports projections"; exit 1; fi
 	@if [ -d projections ] && $(GO) list -deps ./projections/... 2>/dev/null | grep -q '^github.com/fdj/tresor/eventstore'; then \

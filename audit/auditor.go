@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/domain/codec"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/projections"
 )
@@ -303,7 +304,7 @@ func decode(ev *eventstore.RecordedEvent) decoded {
 	if ev.SchemaVersion < 1 || ev.SchemaVersion > uint32(v) {
 		return bad(fmt.Sprintf("schema version 1 to %d", v), fmt.Sprint(ev.SchemaVersion))
 	}
-	e, ok := domain.FastDecodeEvent(ev.Type, ev.Payload)
+	e, ok := codec.FastDecodeEvent(ev.Type, ev.Payload)
 	if !ok {
 		var err error
 		if e, err = domain.DecodeEvent(ev.Type, ev.Payload); err != nil {

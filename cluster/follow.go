@@ -184,7 +184,8 @@ func (f *follower) encode() (uint64, []byte, time.Duration, bool) {
 		return 0, nil, 0, false
 	}
 	start := time.Now()
-	data, err := domain.EncodeLedger(f.ledger)
+	enc := domain.LedgerEncoder{Pause: settlement.YieldingPause()}
+	data, err := enc.Encode(f.ledger)
 	f.since, f.snapAt = 0, time.Now()
 	if err != nil {
 		f.log.Error("snapshot not taken", "seq", f.seq, "err", err)

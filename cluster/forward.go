@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/domain/codec"
 	"github.com/fdj/tresor/settlement"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
@@ -173,7 +174,7 @@ func (f *Forwarder) SetTerm(term uint64) { f.term.Store(term) }
 // no answer came in time (the command may have been recorded: retry with
 // its key).
 func (f *Forwarder) Execute(ctx context.Context, cmd domain.Command) (settlement.Result, error) {
-	data, err := domain.EncodeCommand(cmd)
+	data, err := codec.EncodeCommand(cmd)
 	if err != nil {
 		return settlement.Result{}, err
 	}
@@ -274,7 +275,7 @@ func Serve(nc *nats.Conn, chain string, term uint64, w Executor, log *slog.Logge
 
 // respond executes one forwarded command and answers it.
 func respond(req micro.Request, w Executor, log *slog.Logger) {
-	cmd, err := domain.DecodeCommand(req.Data())
+	cmd, err := codec.DecodeCommand(req.Data())
 	var res settlement.Result
 	if err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), ForwardWaitMax)

@@ -297,14 +297,6 @@ func (l *Ledger) eachKey(f func(idemKey, *KeyRecord)) {
 	}
 }
 
-// keysBetweenYields is how many keys (accounts, plays) an encoder without
-// Pause writes (a few tenths of a millisecond) before it lets the
-// goroutines waiting for its processor run: a snapshot is encoded beside
-// the writer, on few cores, and the scheduler would otherwise preempt it
-// only after 10 ms, a delay a command may meet at each of the goroutines
-// it goes through.
-const keysBetweenYields = 2048
-
 // packKeys appends to e.out the keys still remembered, in the order they
 // expire: the strings they share (requests, emissions, blocks, bans), the
 // time the keys' times are written from, their count, then for each its

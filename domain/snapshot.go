@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -233,9 +232,10 @@ func EncodeLedger(l *Ledger) ([]byte, error) {
 type LedgerEncoder struct {
 	// Pause, when set, is called between steps of the encoding (a few
 	// hundred keys or accounts, tenths of a millisecond): the caller may
-	// wait there, so that the encoding takes no more than its share of a
-	// processor. Without it the encoding only lets the goroutines waiting
-	// for its processor run now and then.
+	// wait or yield there, so that the encoding takes no more than its
+	// share of a processor. How to share the processor is the caller's
+	// policy, not the ledger's: without Pause the encoding runs straight
+	// through.
 	Pause func()
 
 	out, table, body []byte
@@ -354,14 +354,10 @@ func (e *LedgerEncoder) block(b *Block) blockJSON {
 const stepsBetweenPauses = 256
 
 // step is the encoder's i-th step of a section: every stepsBetweenPauses
-// it calls Pause or, without one, every keysBetweenYields it lets the
-// goroutines waiting for its processor run.
+// it calls Pause.
 func (e *LedgerEncoder) step(i int) {
-	switch {
-	case e.Pause != nil && i%stepsBetweenPauses == stepsBetweenPauses-1:
+	if e.Pause != nil && i%stepsBetweenPauses == stepsBetweenPauses-1 {
 		e.Pause()
-	case e.Pause == nil && i%keysBetweenYields == keysBetweenYields-1:
-		runtime.Gosched()
 	}
 }
 

@@ -34,6 +34,11 @@ func (s Symbol) String() string {
 	return fmt.Sprintf("symbol(%d)", uint8(s))
 }
 
+// Known says whether the rules know the symbol, that is whether it has a
+// stable name: the encoders outside the package (domain/codec) refuse one
+// they do not, as MarshalText does.
+func (s Symbol) Known() bool { return int(s) < len(symbolNames) }
+
 // ParseSymbol reads a symbol from its stable name.
 func ParseSymbol(name string) (Symbol, error) {
 	for i, n := range symbolNames {

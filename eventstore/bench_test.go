@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/internal/bench"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -46,7 +47,7 @@ func BenchmarkAppend(b *testing.B) {
 	b.Run("yardstick_atomic_batch_1000", func(b *testing.B) {
 		var rate float64
 		for b.Loop() {
-			r, err := eventstore.MeasureAtomicBatches(ctx, store.Conn(), eventstore.Yardstick{
+			r, err := bench.MeasureAtomicBatches(ctx, store.Conn(), bench.Yardstick{
 				Batches: 100, BatchSize: eventstore.BatchEventsMax, MessageBytes: benchMessageBytes, Replicas: 1})
 			if err != nil {
 				b.Fatal(err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/internal/bench"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -369,7 +370,7 @@ func BenchmarkExport(b *testing.B) {
 		})
 	}
 	measure("raw_ordered_consumer", func() error {
-		_, err := eventstore.MeasureOrderedRead(ctx, store, 1, last)
+		_, err := bench.MeasureOrderedRead(ctx, store, 1, last)
 		return err
 	})
 	measure("read_from_verified", func() error {

@@ -15,7 +15,7 @@ import (
 // free; once another process has written its own claim over it, the
 // claim says it was taken and by whom, and is no longer held.
 func TestANameClaimThatLapsedIsClaimedAgainOrTaken(t *testing.T) {
-	nc := yardstickServer(t)
+	nc := embeddedConn(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := ClaimName(ctx, nc, "node-1", "first", LeaseConfig{TTL: time.Second})

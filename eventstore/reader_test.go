@@ -12,6 +12,7 @@ import (
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/internal/bench"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 )
@@ -203,7 +204,7 @@ func BenchmarkRegulatorRead(b *testing.B) {
 		b.Run(user.name+"/raw_ordered_consumer", func(b *testing.B) {
 			var rate float64
 			for b.Loop() {
-				if rate, err = eventstore.MeasureOrderedRead(ctx, reader, 1, last); err != nil {
+				if rate, err = bench.MeasureOrderedRead(ctx, reader, 1, last); err != nil {
 					b.Fatal(err)
 				}
 			}

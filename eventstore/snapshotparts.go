@@ -191,6 +191,14 @@ func (r *pacedReader) Read(p []byte) (int, error) {
 	return n, nil
 }
 
+// NewPacedReader returns a reader of data that holds each read back as a
+// snapshot's parts are held, at rate bytes a second (0: no pace). It is
+// exported for the latency yardstick of internal/bench, which stores
+// objects at the writer's pace with no writer beside it.
+func NewPacedReader(ctx context.Context, rate int, data []byte) io.Reader {
+	return &pacedReader{ctx: ctx, pace: &pace{rate: rate}, data: data}
+}
+
 // pace holds bytes back to a rate: the pace is a ceiling, not a wait
 // added, so time the server already took to take the bytes before counts
 // toward it.

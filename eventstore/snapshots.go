@@ -263,6 +263,15 @@ func (s *NATSStore) openSnapshotBucket(ctx context.Context, cfg SnapshotConfig) 
 	return os, st, err
 }
 
+// SnapshotBucket opens the bucket of that name, made as the snapshot
+// bucket is (creating it if it does not exist). It is exported for the
+// latency yardstick of internal/bench, which stores objects in a scratch
+// bucket of that make with no writer beside it.
+func (s *NATSStore) SnapshotBucket(ctx context.Context, bucket string, replicas int) (jetstream.ObjectStore, error) {
+	os, _, err := s.openSnapshotBucket(ctx, SnapshotConfig{Bucket: bucket, Replicas: replicas})
+	return os, err
+}
+
 // snapshotBucketDescription describes the snapshot bucket's stream.
 const snapshotBucketDescription = "Tresor snapshots of the writer and the read models"
 

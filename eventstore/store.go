@@ -82,7 +82,7 @@ type AppendRequest struct {
 	ExpectAggregates []AggregateExpectation
 	// PayloadsMarshaled says that the caller built every payload with
 	// encoding/json, or with an encoder tested to give its bytes
-	// (domain.AppendEventJSON), so that the store does not check again
+	// (domain/codec.AppendEventJSON), so that the store does not check again
 	// that each is valid JSON: that check reads every payload again, on
 	// the writer's one loop, where the CPU bounds the rate. Every other
 	// check still applies. A payload that is not valid JSON would be
@@ -253,12 +253,14 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*NATSStore, error) {
 // streamConfig is the configuration Tresor creates: nothing ever deletes,
 // purges, rolls up or expires an event.
 func (s *NATSStore) streamConfig() jetstream.StreamConfig {
-	return tresorStreamConfig(s.cfg.Stream, s.subj.all(), s.cfg.Replicas, s.cfg.DuplicateWindow)
+	return TresorStreamConfig(s.cfg.Stream, s.subj.all(), s.cfg.Replicas, s.cfg.DuplicateWindow)
 }
 
-// tresorStreamConfig is the configuration of a Tresor stream, shared with
-// the yardstick that measures what it costs (Yardstick.LikeTresor).
-func tresorStreamConfig(name, subjects string, replicas int, duplicates time.Duration) jetstream.StreamConfig {
+// TresorStreamConfig is the configuration of a Tresor stream. It is
+// exported for the yardsticks of internal/bench, which create scratch
+// streams configured as Tresor's so that what the configuration costs the
+// server can be measured apart from Tresor's own work.
+func TresorStreamConfig(name, subjects string, replicas int, duplicates time.Duration) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name:               name,
 		Description:        "Tresor event log: the only source of truth",
@@ -427,6 +429,11 @@ func (s *NATSStore) Stream() jetstream.Stream { return s.stream }
 
 // StreamName is the JetStream stream holding the events.
 func (s *NATSStore) StreamName() string { return s.cfg.Stream }
+
+// Config returns the configuration the store was opened with, its
+// defaults filled in, so that a measurement outside the package (the
+// yardsticks of internal/bench) reads as the store's own readers do.
+func (s *NATSStore) Config() Config { return s.cfg }
 
 // Subject is the subject an aggregate's events are stored under.
 func (s *NATSStore) Subject(chain string, agg Aggregate) string { return s.subj.event(chain, agg) }

@@ -18,7 +18,7 @@ import (
 // takes no other answer (a probe that was stored would be an event nobody
 // wrote).
 func TestWaitForResponderWaitsForTheStreamsAnswer(t *testing.T) {
-	nc := yardstickServer(t)
+	nc := embeddedConn(t)
 	s := &NATSStore{cfg: Config{Stream: "LATE"}, nc: nc, subj: subjects{prefix: "late"}}
 	answer := func(data string) func(*nats.Msg) {
 		return func(m *nats.Msg) {
@@ -98,4 +98,21 @@ func TestOpenPatientlyTriesAgainAndSaysWhy(t *testing.T) {
 	if tries < 2 || err == nil || !strings.HasPrefix(err.Error(), "no answer (tried for ") || !strings.Contains(err.Error(), "a quorum, or as many as --replicas to create a stream?)") {
 		t.Fatalf("time up: %v after %d tries", err, tries)
 	}
+}
+
+// embeddedConn starts an embedded sync-always server on a temporary
+// directory, stopped when tb ends, and returns a connection to it.
+func embeddedConn(tb testing.TB) *nats.Conn {
+	tb.Helper()
+	srv, err := RunEmbedded(EmbeddedConfig{DataDir: tb.TempDir()})
+	var nc *nats.Conn
+	if err == nil {
+		tb.Cleanup(srv.Shutdown)
+		nc, err = srv.Conn()
+	}
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(nc.Close)
+	return nc
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/domain/codec"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/google/uuid"
 )
@@ -201,7 +202,7 @@ func (b *builder) build(ctx context.Context, r eventstore.RecordedEvent) (*Messa
 		// still goes to DecodeEvent, and fails there.
 		return nil, nil
 	}
-	e, ok := domain.FastDecodeEvent(r.Type, r.Payload)
+	e, ok := codec.FastDecodeEvent(r.Type, r.Payload)
 	if !ok {
 		var err error
 		if e, err = domain.DecodeEvent(r.Type, r.Payload); err != nil {

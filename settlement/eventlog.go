@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/domain/codec"
 	"github.com/fdj/tresor/eventstore"
 )
 
@@ -110,7 +111,7 @@ func (l *EventLog) Append(ctx context.Context, recs []Record, done func(AppendRe
 
 // envelopes builds the request of one command, its envelopes and payloads
 // cut from the log's chunks. envelope marshals every payload
-// (domain.AppendEventJSON gives json.Marshal's bytes): the store need not
+// (codec.AppendEventJSON gives json.Marshal's bytes): the store need not
 // check their JSON again.
 func (l *EventLog) envelopes(recs []Record) (eventstore.AppendRequest, error) {
 	l.mu.Lock()
@@ -136,11 +137,11 @@ func (l *EventLog) envelopes(recs []Record) (eventstore.AppendRequest, error) {
 
 // envelope turns a domain event into the event store's envelope, its
 // payload appended to buf (json.Marshal's bytes: see
-// domain.AppendEventJSON) and capped there, so that a later append to buf
+// codec.AppendEventJSON) and capped there, so that a later append to buf
 // never writes into it.
 func envelope(r Record, buf *[]byte) (eventstore.Event, error) {
 	start := len(*buf)
-	b, err := domain.AppendEventJSON(*buf, r.Event)
+	b, err := codec.AppendEventJSON(*buf, r.Event)
 	if err != nil {
 		return eventstore.Event{}, fmt.Errorf("encode %s: %w", r.Event.EventType(), err)
 	}

@@ -26,10 +26,11 @@ type SimConfig struct {
 	Rate int
 	// OnPlay, when set, is called after each settled play (progress bars).
 	OnPlay func()
-	// Snapshots, when set, are the writer's snapshot spans
-	// (Config.SnapshotSpans): the commands' latencies are then also split
-	// by whether a snapshot was being taken when they were clicked.
-	Snapshots *SnapshotSpans
+	// Snapshots, when set, tells what the writer's snapshotter was doing
+	// at a time (recorded through Config.SnapshotObserver): the commands'
+	// latencies are then also split by whether a snapshot was being taken
+	// when they were clicked.
+	Snapshots SnapshotTimeline
 	// Measure, when set, is called as the plays start (the players are
 	// funded by then), and the function it returns once the last play has
 	// settled: a profile or a counter it starts covers the plays alone.

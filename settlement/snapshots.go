@@ -234,6 +234,27 @@ func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since 
 	return s
 }
 
+// YieldingPause returns a domain.LedgerEncoder.Pause that lets the
+// goroutines waiting for the encoder's processor run every
+// pausesBetweenYields pauses, and never waits: a snapshot encoded beside a
+// writer or a follower, on few cores, would otherwise be preempted only at
+// the end of the scheduler's time slice, a delay a command may meet at
+// each goroutine it goes through. The policy is the caller's: the domain's
+// encoder only offers the points where it may pause.
+func YieldingPause() func() {
+	n := 0
+	return func() {
+		if n++; n%pausesBetweenYields == 0 {
+			runtime.Gosched()
+		}
+	}
+}
+
+// pausesBetweenYields is how many of the encoder's pauses (a few hundred
+// keys or accounts each) YieldingPause lets go by between two yields: a
+// few tenths of a millisecond of encoding.
+const pausesBetweenYields = 8
+
 // encodeShareInverse sets the share of one processor a snapshot's encoding
 // takes while the writer runs: one part in sixteen. An encoding that ran
 // flat out held a whole processor, and on a machine with few cores every
@@ -335,7 +356,7 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 			if s.since > 0 || cutShort {
 				// The writer has stopped: nobody waits on the cores, and
 				// the close waits for this one.
-				s.enc.Pause = nil
+				s.enc.Pause = YieldingPause()
 				if s.closing != nil {
 					s.store = s.closing
 				}
@@ -446,14 +467,16 @@ func (s *snapshotter) save() {
 	if seq == 0 {
 		return
 	}
-	start, startCPU := time.Now(), s.cfg.SnapshotSpans.cpu()
+	start := time.Now()
+	s.observe(SnapshotEncoding, start, 0)
 	s.pace.since = start
 	data, err := s.f.EncodeWith(&s.enc)
 	if err != nil {
 		s.log.Error("snapshot not taken", "seq", seq, "err", err)
 		return
 	}
-	encoded, encodedCPU := time.Now(), s.cfg.SnapshotSpans.cpu()
+	encoded := time.Now()
+	s.observe(SnapshotStoring, encoded, len(data))
 	stored, store := make(chan struct{}), s.store
 	ctx, abandon := context.WithCancel(context.Background())
 	s.stored, s.abandon, s.storedOK = stored, abandon, false
@@ -461,9 +484,16 @@ func (s *snapshotter) save() {
 		defer close(stored)
 		defer abandon()
 		s.storedOK = StoreSnapshot(ctx, store, s.log, seq, data, encoded.Sub(start))
-		s.cfg.SnapshotSpans.add(snapshotSpan{began: start, encoded: encoded, stored: time.Now(),
-			cpu: [3]time.Duration{startCPU, encodedCPU, s.cfg.SnapshotSpans.cpu()}, bytes: len(data)})
+		s.observe(NoSnapshot, time.Now(), len(data))
 	}()
+}
+
+// observe tells Config.SnapshotObserver, if any, that the snapshot being
+// taken entered phase at t.
+func (s *snapshotter) observe(phase SnapshotPhase, t time.Time, bytes int) {
+	if s.cfg.SnapshotObserver != nil {
+		s.cfg.SnapshotObserver.ObserveSnapshot(phase, t, bytes)
+	}
 }
 
 // SnapshotPhase is what the writer's snapshotter was doing at a time.
@@ -476,97 +506,25 @@ const (
 	SnapshotStoring                // the parts are written to the bucket (the stream's server and disk)
 )
 
-// snapshotSpan is when one snapshot's encoding began, ended, and when its
-// store ended, the process's processor time at each (SnapshotSpans.CPU),
-// and the snapshot's size.
-type snapshotSpan struct {
-	began, encoded, stored time.Time
-	cpu                    [3]time.Duration
-	bytes                  int
+// SnapshotObserver is told when the writer's snapshots go from one phase
+// to the next, so that a measurement outside the writer (tresor
+// simulate's, in internal/bench) can tell what a command met without the
+// writer keeping any state for it.
+type SnapshotObserver interface {
+	// ObserveSnapshot is called as a snapshot enters phase at t:
+	// SnapshotEncoding as its encoding begins, SnapshotStoring once it is
+	// encoded into bytes, NoSnapshot once its store has ended, stored or
+	// not. One snapshot's calls come in that order and before the next
+	// snapshot's; one whose encoding failed gets no more after the first.
+	// It is called from the snapshotter's goroutines and must not block.
+	ObserveSnapshot(phase SnapshotPhase, t time.Time, bytes int)
 }
 
-// SnapshotSpans records when snapshots were taken, so that a measurement
-// can tell what a command met. It is safe for concurrent use.
-type SnapshotSpans struct {
-	// CPU, when set, returns the processor time the process has used:
-	// read at each phase's bounds, so that PhaseCPU can tell what each
-	// phase cost the whole process (the server's work on the chunks
-	// included), a figure far steadier from run to run than a latency's
-	// tail.
-	CPU func() time.Duration
-
-	mu    sync.Mutex
-	spans []snapshotSpan
-}
-
-// cpu reads CPU; zero when s or CPU is nil.
-func (s *SnapshotSpans) cpu() time.Duration {
-	if s == nil || s.CPU == nil {
-		return 0
-	}
-	return s.CPU()
-}
-
-// PhaseCPU is what the process used while snapshots were encoded and
-// while they were stored: processor time and wall time, summed over the
-// snapshots, with their count and bytes.
-type PhaseCPU struct {
-	EncodingCPU, EncodingWall time.Duration
-	StoringCPU, StoringWall   time.Duration
-	Snapshots, Bytes          int
-}
-
-// PhaseCPU sums the phases of the snapshots taken wholly between from and
-// to (with CPU set).
-func (s *SnapshotSpans) PhaseCPU(from, to time.Time) PhaseCPU {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var p PhaseCPU
-	for _, sp := range s.spans {
-		if sp.began.Before(from) || sp.stored.After(to) {
-			continue
-		}
-		p.EncodingCPU += sp.cpu[1] - sp.cpu[0]
-		p.EncodingWall += sp.encoded.Sub(sp.began)
-		p.StoringCPU += sp.cpu[2] - sp.cpu[1]
-		p.StoringWall += sp.stored.Sub(sp.encoded)
-		p.Snapshots++
-		p.Bytes += sp.bytes
-	}
-	return p
-}
-
-// add records a snapshot; a nil s records nothing.
-func (s *SnapshotSpans) add(sp snapshotSpan) {
-	if s == nil {
-		return
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.spans = append(s.spans, sp)
-}
-
-// Count returns the number of snapshots recorded.
-func (s *SnapshotSpans) Count() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.spans)
-}
-
-// At returns what the snapshotter was doing at t.
-func (s *SnapshotSpans) At(t time.Time) SnapshotPhase {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, sp := range s.spans {
-		switch {
-		case t.Before(sp.began) || !t.Before(sp.stored):
-		case t.Before(sp.encoded):
-			return SnapshotEncoding
-		default:
-			return SnapshotStoring
-		}
-	}
-	return NoSnapshot
+// SnapshotTimeline tells what the writer's snapshotter was doing at a
+// time, as recorded by a SnapshotObserver: Simulate splits the commands'
+// latencies by it.
+type SnapshotTimeline interface {
+	At(t time.Time) SnapshotPhase
 }
 
 // SnapshotDue says whether a snapshot is due after since events applied

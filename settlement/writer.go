@@ -91,9 +91,10 @@ type Config struct {
 	// sold-out blocks at WriterSnapshotPace, bounded by
 	// WriterSnapshotWithin); on a cluster, at the bucket's pace.
 	ClosingSnapshots SnapshotStore
-	// SnapshotSpans, when set, records when each snapshot was taken, for
-	// a measurement of the latency while one is (tresor simulate).
-	SnapshotSpans *SnapshotSpans
+	// SnapshotObserver, when set, is told as each snapshot goes from one
+	// phase to the next, for a measurement of the latency while one is
+	// taken (tresor simulate).
+	SnapshotObserver SnapshotObserver
 	// MayAnswer, when set, is asked before the writer gives an answer that
 	// recorded nothing (a refusal, the retry of a remembered key, a throw
 	// already made). Such an answer is decided on the ledger alone: no

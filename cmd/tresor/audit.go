@@ -19,6 +19,7 @@ import (
 	"github.com/fdj/tresor/audit"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/internal/bench"
 	"github.com/fdj/tresor/projections/memstore"
 	"github.com/fdj/tresor/projections/pgstore"
 	"github.com/nats-io/nats.go"
@@ -246,7 +247,7 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 		}
 	}
 	if o.yardstick && from != 0 {
-		rate, err := eventstore.MeasureOrderedRead(ctx, st.store, from, last)
+		rate, err := bench.MeasureOrderedRead(ctx, st.store, from, last)
 		if err != nil {
 			return nil, err
 		}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/internal/bench"
 	"github.com/fdj/tresor/settlement"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
@@ -165,7 +166,7 @@ type simulateReport struct {
 	// With --yardstick and --rate, a raw writer's commands after the plays,
 	// on the same server, at the plays' command rate and events per command
 	// for as long as the plays lasted (5 s to 2 min;
-	// eventstore.LatencyYardstick): their p50 and p99, and Tresor's command
+	// bench.LatencyYardstick): their p50 and p99, and Tresor's command
 	// p99 over theirs. When the writer took snapshots during the plays, the
 	// raw writer's server also stores an object of their mean size as often
 	// and at the same pace, and its commands' p99 is given while one was
@@ -256,8 +257,12 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		return nil, err
 	}
 	defer st.Close()
+	// spans, with snapshots, records the writer's: the report splits the
+	// commands by what they met.
+	var spans *bench.SnapshotSpans
 	if cfg.Snapshots {
-		st.snapshotSpans = &settlement.SnapshotSpans{CPU: processCPU}
+		spans = &bench.SnapshotSpans{CPU: processCPU}
+		st.snapshotObserver = spans
 	}
 	w, err := st.openWriter(ctx, cfg)
 	if err != nil {
@@ -272,8 +277,11 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		}
 	}
 	var plays playsMeasure
-	sim := settlement.SimConfig{Price: price, Plays: o.plays, Players: o.players, Rate: o.rate, Snapshots: st.snapshotSpans,
+	sim := settlement.SimConfig{Price: price, Plays: o.plays, Players: o.players, Rate: o.rate,
 		Measure: func() func() { return plays.start(st.log, o) }}
+	if spans != nil {
+		sim.Snapshots = spans
+	}
 	if !o.quiet {
 		bar := progressbar.NewOptions(o.plays, progressbar.OptionSetWriter(progress), progressbar.OptionSetDescription("plays"),
 			progressbar.OptionShowCount(), progressbar.OptionShowIts(), progressbar.OptionSetItsString("plays"),
@@ -303,16 +311,16 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	rep.HeldP50Ms, rep.HeldP99Ms = percentilesMs(res.CommandHeld)
 	rep.CommittedP50Ms, rep.CommittedP99Ms = percentilesMs(res.CommandCommitted)
 	rep.OutsideP50Ms, rep.OutsideP99Ms = percentilesMs(res.CommandOutside)
-	if st.snapshotSpans != nil {
+	if spans != nil {
 		by := res.CommandLatenciesBySnapshot
 		during := slices.Concat(by[settlement.SnapshotEncoding], by[settlement.SnapshotStoring])
 		slices.Sort(during)
-		rep.SnapshotsTaken, rep.CommandsDuringSnapshots = st.snapshotSpans.Count(), len(during)
+		rep.SnapshotsTaken, rep.CommandsDuringSnapshots = spans.Count(), len(during)
 		rep.CommandDuringP50Ms, rep.CommandDuringP99Ms = percentilesMs(during)
 		rep.CommandEncodingP50Ms, rep.CommandEncodingP99Ms = percentilesMs(by[settlement.SnapshotEncoding])
 		rep.CommandStoringP50Ms, rep.CommandStoringP99Ms = percentilesMs(by[settlement.SnapshotStoring])
 		rep.CommandOutsideP50Ms, rep.CommandOutsideP99Ms = percentilesMs(by[settlement.NoSnapshot])
-		p := st.snapshotSpans.PhaseCPU(plays.began, plays.ended)
+		p := spans.PhaseCPU(plays.began, plays.ended)
 		rep.CPUCoresEncoding, rep.CPUCoresStoring = cores(p.EncodingCPU, p.EncodingWall), cores(p.StoringCPU, p.StoringWall)
 		rep.CPUCoresOutside = cores(plays.cpu-p.EncodingCPU-p.StoringCPU, plays.ended.Sub(plays.began)-p.EncodingWall-p.StoringWall)
 	}
@@ -357,7 +365,7 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 		br, ar := rep.EventsPerSecond/b, rep.EventsPerSecond/a
 		rep.YardstickBefore, rep.YardstickBeforeRatio, rep.YardstickAfter, rep.YardstickAfterRatio, rep.YardstickRounds = &b, &br, &a, &ar, rounds
 		if o.rate > 0 {
-			if err := measureLatencyYardstick(ctx, st, rep, res, plays); err != nil {
+			if err := measureLatencyYardstick(ctx, st, spans, rep, res, plays); err != nil {
 				return nil, err
 			}
 		}
@@ -373,25 +381,27 @@ const (
 )
 
 // measureLatencyYardstick runs the latency yardstick after the plays of
-// res (simulateReport's YardstickCommand* fields) and adds it to rep.
-func measureLatencyYardstick(ctx context.Context, st *stream, rep *simulateReport, res *settlement.SimResult, plays playsMeasure) error {
+// res (simulateReport's YardstickCommand* fields) and adds it to rep;
+// spans, when set, are the writer's snapshots during the plays, which its
+// puts then mimic.
+func measureLatencyYardstick(ctx context.Context, st *stream, spans *bench.SnapshotSpans, rep *simulateReport, res *settlement.SimResult, plays playsMeasure) error {
 	commands := len(res.CommandLatencies)
 	if commands == 0 {
 		return nil
 	}
-	y := eventstore.LatencyYardstick{
+	y := bench.LatencyYardstick{
 		CommandsPerSecond: float64(commands) / res.Elapsed.Seconds(),
 		Duration:          min(max(res.Elapsed, latencyYardstickMin), latencyYardstickMax),
 		EventsPerCommand:  max(float64(res.Events)/float64(commands), 1), // float-ok: a count's mean
 		MessageBytes:      yardstickMessageBytes, Replicas: st.replicas,
 	}
-	if st.snapshotSpans != nil {
-		if p := st.snapshotSpans.PhaseCPU(plays.began, plays.ended); p.Snapshots > 0 {
+	if spans != nil {
+		if p := spans.PhaseCPU(plays.began, plays.ended); p.Snapshots > 0 {
 			y.PutBytes, y.PutEvery = p.Bytes/p.Snapshots, plays.ended.Sub(plays.began)/time.Duration(p.Snapshots)
 			y.PutPace = eventstore.PaceWithin(settlement.WriterSnapshotPace, y.PutBytes, settlement.WriterSnapshotWithin)
 		}
 	}
-	f, err := eventstore.MeasureCommandLatency(ctx, st.store, y)
+	f, err := bench.MeasureCommandLatency(ctx, st.store, y)
 	if err != nil {
 		return fmt.Errorf("yardstick: %w", err)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/internal/bench"
 	"github.com/fdj/tresor/settlement"
 	"github.com/nats-io/nats.go"
 )
@@ -29,8 +30,9 @@ type stream struct {
 	sealer    *settlement.Sealer
 	snaps     *eventstore.Snapshots
 	highWater eventstore.HighWater
-	// snapshotSpans, when set, records the writer's snapshots (simulate).
-	snapshotSpans *settlement.SnapshotSpans
+	// snapshotObserver, when set, is told of the writer's snapshots
+	// (simulate records them).
+	snapshotObserver settlement.SnapshotObserver
 	// logger, when set (serve), gets the writer's lines and those of each
 	// phase of a snapshot's load, so that a start's log says where its
 	// time goes.
@@ -210,7 +212,7 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
 	wcfg := settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter, Settings: &settings.Settings,
-		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval, SnapshotSpans: s.snapshotSpans}
+		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval, SnapshotObserver: s.snapshotObserver}
 	if snaps != nil {
 		slot := settlement.WriterSnapshots(snaps, rules)
 		wcfg.Snapshots = slot
@@ -336,7 +338,7 @@ const yardstickMessageBytes = 400
 
 // yardstick measures raw 1 000-message atomic batches on the same server.
 func (s *stream) yardstick(ctx context.Context) (float64, error) {
-	return eventstore.MeasureAtomicBatches(ctx, s.store.Conn(), eventstore.Yardstick{Batches: 50, BatchSize: 1000, MessageBytes: yardstickMessageBytes, Replicas: s.replicas})
+	return bench.MeasureAtomicBatches(ctx, s.store.Conn(), bench.Yardstick{Batches: 50, BatchSize: 1000, MessageBytes: yardstickMessageBytes, Replicas: s.replicas})
 }
 
 // checkBooks replays the whole stream into fresh double-entry books,

@@ -1,9 +1,11 @@
-package domain
+package codec
 
 import (
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
+
+	"github.com/fdj/tresor/domain"
 )
 
 // AppendEventJSON appends to b exactly the bytes json.Marshal(e) gives
@@ -17,17 +19,17 @@ import (
 // as before (TestAppendEventJSONIsJSONMarshal), and FastDecodeEvent reads
 // them back. json.Marshal spent most of the writer's encoding time in
 // reflection and in re-validating each nested MarshalJSON's output.
-func AppendEventJSON(b []byte, e Event) ([]byte, error) {
+func AppendEventJSON(b []byte, e domain.Event) ([]byte, error) {
 	w := jsonWriter{b: b, ok: true}
 	switch e := e.(type) {
-	case *StakePlaced:
+	case *domain.StakePlaced:
 		w.playHead(e.Play, e.Player, e.Block)
 		w.amount(`,"stake":`, e.Stake)
 		w.lit(`,"idempotency_key":`)
 		w.str(e.Key)
 		w.amount(`,"balance_after":`, e.Balance)
 		w.lit(`}`)
-	case *UnitAssigned:
+	case *domain.UnitAssigned:
 		w.playHead(e.Play, e.Player, e.Block)
 		w.lit(`,"proof":{"unit":`)
 		w.uint(uint64(e.Proof.Unit))
@@ -43,7 +45,7 @@ func AppendEventJSON(b []byte, e Event) ([]byte, error) {
 			w.hash(&e.Proof.Path[i])
 		}
 		w.lit(`]}}`)
-	case *ThrowMade:
+	case *domain.ThrowMade:
 		w.lit(`{"play":`)
 		w.str(e.Play)
 		w.lit(`,"player":`)
@@ -60,17 +62,17 @@ func AppendEventJSON(b []byte, e Event) ([]byte, error) {
 		w.lit(`,"col":`)
 		w.int(e.Result.Pawn.Col)
 		w.lit(`},"chest":`)
-		if e.Result.Chest == NoChest {
+		if e.Result.Chest == domain.NoChest {
 			w.lit(`null,"symbol":null`)
 		} else {
 			w.int(e.Result.Chest)
 			w.lit(`,"symbol":`)
-			w.ok = w.ok && int(e.Result.Symbol) < len(symbolNames)
+			w.ok = w.ok && e.Result.Symbol.Known()
 			w.str(e.Result.Symbol.String())
 		}
 		w.lit(`}`)
 		w.bySystem(e.BySystem)
-	case *PlaySettled:
+	case *domain.PlaySettled:
 		w.playHead(e.Play, e.Player, e.Block)
 		w.lit(`,"unit":`)
 		w.uint(uint64(e.Unit))
@@ -78,7 +80,7 @@ func AppendEventJSON(b []byte, e Event) ([]byte, error) {
 		w.tier(e.Tier)
 		w.amount(`,"prize":`, e.Prize)
 		w.bySystem(e.BySystem)
-	case *PrizePaid:
+	case *domain.PrizePaid:
 		w.playHead(e.Play, e.Player, e.Block)
 		w.amount(`,"amount":`, e.Amount)
 		w.amount(`,"balance_after":`, e.Balance)
@@ -124,14 +126,14 @@ func (w *jsonWriter) int(n int)     { w.b = strconv.AppendInt(w.b, int64(n), 10)
 func (w *jsonWriter) uint(n uint64) { w.b = strconv.AppendUint(w.b, n, 10) }
 
 // amount writes a member's key (with its comma) and an amount as a string.
-func (w *jsonWriter) amount(key string, a Amount) {
+func (w *jsonWriter) amount(key string, a domain.Amount) {
 	w.b = append(w.b, key...)
 	w.b = append(w.b, '"')
 	w.b, _ = a.AppendText(w.b)
 	w.b = append(w.b, '"')
 }
 
-func (w *jsonWriter) tier(t Tier) {
+func (w *jsonWriter) tier(t domain.Tier) {
 	w.ok = w.ok && t.Valid()
 	if w.ok {
 		w.str(t.ID())

@@ -1,4 +1,10 @@
-package eventstore
+// Package bench holds Tresor's measurement machinery, kept apart from the
+// product's packages: the raw JetStream yardsticks that Tresor's rates and
+// latencies are quoted against, and the recording of the writer's
+// snapshots that tresor simulate splits its latencies by. Nothing in the
+// product imports it; cmd/tresor wires it for simulate, audit --yardstick
+// and the benchmarks.
+package bench
 
 import (
 	"cmp"
@@ -8,6 +14,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/fdj/tresor/eventstore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -22,8 +29,8 @@ import (
 // (BenchmarkYardstickStream).
 type Yardstick struct {
 	// Batches of BatchSize messages of MessageBytes each. Above
-	// BatchEventsMax the server's max_batch_size must allow it (the
-	// embedded server allows CommitBatchEventsMax).
+	// eventstore.BatchEventsMax the server's max_batch_size must allow it (the
+	// embedded server allows eventstore.CommitBatchEventsMax).
 	Batches, BatchSize, MessageBytes int
 	// Replicas of the scratch stream (the same as Tresor's stream).
 	Replicas int
@@ -65,9 +72,9 @@ const yardstickSubjectsDefault = 64
 // server's sync_interval: always, every batch is on disk before its ack:
 // this is the most a durable writer can get from the server.
 func MeasureAtomicBatches(ctx context.Context, nc *nats.Conn, y Yardstick) (float64, error) {
-	if y.Batches < 1 || y.BatchSize < 1 || y.BatchSize > CommitBatchEventsMax || y.MessageBytes < 1 || y.Replicas < 1 || y.Subjects < 0 ||
-		(y.Stream != "" && !validName(y.Stream, NameLenMax, false)) {
-		return 0, fmt.Errorf("yardstick %+v: %w", y, ErrInvalid)
+	if y.Batches < 1 || y.BatchSize < 1 || y.BatchSize > eventstore.CommitBatchEventsMax || y.MessageBytes < 1 || y.Replicas < 1 || y.Subjects < 0 ||
+		(y.Stream != "" && !validStreamName(y.Stream)) {
+		return 0, fmt.Errorf("yardstick %+v: %w", y, eventstore.ErrInvalid)
 	}
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -84,7 +91,7 @@ func MeasureAtomicBatches(ctx context.Context, nc *nats.Conn, y Yardstick) (floa
 		Replicas: y.Replicas, AllowAtomicPublish: true,
 	}
 	if y.LikeTresor {
-		cfg = tresorStreamConfig(name, prefix+".>", y.Replicas, 2*time.Minute)
+		cfg = eventstore.TresorStreamConfig(name, prefix+".>", y.Replicas, 2*time.Minute)
 	}
 	st, err := js.CreateOrUpdateStream(ctx, cfg)
 	if err != nil {
@@ -143,29 +150,30 @@ func MeasureAtomicBatches(ctx context.Context, nc *nats.Conn, y Yardstick) (floa
 }
 
 // MeasureOrderedRead reads the messages from..to of the stream behind s
-// with an ordered consumer pulling Config.ReadBatchMax at a time, as
+// with an ordered consumer pulling eventstore.Config.ReadBatchMax at a time, as
 // Tresor's readers do, and only counts them: no decoding, no hashing. It
 // is the most any reader of that stream gets from the server, the
 // yardstick of an audit's rate. It returns messages per second.
-func MeasureOrderedRead(ctx context.Context, s *NATSStore, from, to uint64) (float64, error) {
+func MeasureOrderedRead(ctx context.Context, s *eventstore.NATSStore, from, to uint64) (float64, error) {
 	from = max(from, 1)
 	if to < from {
-		return 0, fmt.Errorf("yardstick read %d..%d: %w", from, to, ErrInvalid)
+		return 0, fmt.Errorf("yardstick read %d..%d: %w", from, to, eventstore.ErrInvalid)
 	}
-	cons, err := s.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+	cfg := s.Config()
+	cons, err := s.Stream().OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: from,
 	})
 	if err != nil {
 		return 0, fmt.Errorf("yardstick read: %w", err)
 	}
-	it, err := cons.Messages(jetstream.PullMaxMessages(s.cfg.ReadBatchMax))
+	it, err := cons.Messages(jetstream.PullMaxMessages(cfg.ReadBatchMax))
 	if err != nil {
 		return 0, fmt.Errorf("yardstick read: %w", err)
 	}
 	defer it.Stop()
 	start := time.Now()
 	for {
-		m, err := it.Next(jetstream.NextMaxWait(s.cfg.RequestTimeout))
+		m, err := it.Next(jetstream.NextMaxWait(cfg.RequestTimeout))
 		if err != nil {
 			return 0, fmt.Errorf("yardstick read: %w", err)
 		}
@@ -178,6 +186,20 @@ func MeasureOrderedRead(ctx context.Context, s *NATSStore, from, to uint64) (flo
 		}
 	}
 	return float64(to-from+1) / time.Since(start).Seconds(), nil // float-ok: a rate
+}
+
+// validStreamName accepts the names the store accepts for its stream:
+// ASCII letters, digits, '_' and '-', 1..eventstore.NameLenMax bytes.
+func validStreamName(name string) bool {
+	if name == "" || len(name) > eventstore.NameLenMax {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // setFence puts the committer's fence on h: the batch commits only if the
@@ -193,7 +215,7 @@ func setFence(h nats.Header, last uint64, subjects string) {
 // this server, at this rate, on this machine, in this minute. The writer
 // does nothing but publish: commands arrive at even intervals, and each
 // time the previous batch is acknowledged every command that has arrived
-// goes as one atomic batch (at most BatchEventsMax messages), fenced as
+// goes as one atomic batch (at most eventstore.BatchEventsMax messages), fenced as
 // the committer fences, so at depth 1 a command waits for the batch in
 // flight and then for its own, as Tresor's do. A command's latency counts
 // from when it was due, as simulate's --rate does.
@@ -210,8 +232,8 @@ type LatencyYardstick struct {
 	Replicas int
 	// PutBytes, when above 0, stores an object of that many bytes every
 	// PutEvery in a scratch bucket made as the snapshot bucket is, in
-	// chunks of SnapshotChunkDefault at PutPace bytes a second (default
-	// SnapshotPaceDefault; the writer's snapshots go at
+	// chunks of eventstore.SnapshotChunkDefault at PutPace bytes a second
+	// (default eventstore.SnapshotPaceDefault; the writer's snapshots go at
 	// settlement.WriterSnapshotPace): a writer snapshot's store with no
 	// writer, so that the commands' latency while it goes can be told from
 	// outside it.
@@ -232,30 +254,35 @@ type LatencyFloor struct {
 // MeasureCommandLatency runs y on the server behind s: a scratch stream
 // with Tresor's configuration (and a scratch bucket for the puts), deleted
 // afterwards.
-func MeasureCommandLatency(ctx context.Context, s *NATSStore, y LatencyYardstick) (LatencyFloor, error) {
-	if y.CommandsPerSecond <= 0 || y.Duration <= 0 || y.EventsPerCommand < 1 || y.EventsPerCommand >= BatchEventsMax ||
+func MeasureCommandLatency(ctx context.Context, s *eventstore.NATSStore, y LatencyYardstick) (LatencyFloor, error) {
+	if y.CommandsPerSecond <= 0 || y.Duration <= 0 || y.EventsPerCommand < 1 || y.EventsPerCommand >= eventstore.BatchEventsMax ||
 		y.MessageBytes < 1 || y.Replicas < 1 || y.PutBytes < 0 || (y.PutBytes > 0 && y.PutEvery <= 0) {
-		return LatencyFloor{}, fmt.Errorf("latency yardstick %+v: %w", y, ErrInvalid)
+		return LatencyFloor{}, fmt.Errorf("latency yardstick %+v: %w", y, eventstore.ErrInvalid)
 	}
 	interval := time.Duration(float64(time.Second) / y.CommandsPerSecond) // float-ok: a duration
 	commands := int(y.Duration / max(interval, 1))
 	if commands < 1 {
-		return LatencyFloor{}, fmt.Errorf("latency yardstick %+v: no command within the duration: %w", y, ErrInvalid)
+		return LatencyFloor{}, fmt.Errorf("latency yardstick %+v: no command within the duration: %w", y, eventstore.ErrInvalid)
 	}
 	id := nuid.Next()
 	name, prefix := "YARDSTICK_"+id, "yardstick."+id
-	st, err := s.js.CreateStream(ctx, tresorStreamConfig(name, prefix+".>", y.Replicas, 2*time.Minute))
+	// A JetStream context as the store's own, with its request timeout.
+	js, err := jetstream.New(s.Conn(), jetstream.WithDefaultTimeout(s.Config().RequestTimeout))
+	if err != nil {
+		return LatencyFloor{}, fmt.Errorf("latency yardstick: %w", err)
+	}
+	st, err := js.CreateStream(ctx, eventstore.TresorStreamConfig(name, prefix+".>", y.Replicas, 2*time.Minute))
 	if err != nil {
 		return LatencyFloor{}, fmt.Errorf("latency yardstick: create scratch stream: %w", err)
 	}
-	defer s.js.DeleteStream(context.Background(), name)
+	defer js.DeleteStream(context.Background(), name)
 	var puts *yardstickPuts
 	if y.PutBytes > 0 {
-		bucket, _, err := s.openSnapshotBucket(ctx, SnapshotConfig{Bucket: name, Replicas: y.Replicas})
+		bucket, err := s.SnapshotBucket(ctx, name, y.Replicas)
 		if err != nil {
 			return LatencyFloor{}, fmt.Errorf("latency yardstick: create scratch bucket: %w", err)
 		}
-		defer s.js.DeleteObjectStore(context.Background(), name)
+		defer js.DeleteObjectStore(context.Background(), name)
 		putCtx, cancel := context.WithCancel(ctx)
 		puts = &yardstickPuts{cancel: cancel, done: make(chan error, 1)}
 		go puts.run(putCtx, bucket, y)
@@ -270,7 +297,7 @@ func MeasureCommandLatency(ctx context.Context, s *NATSStore, y LatencyYardstick
 	var f LatencyFloor
 	f.Latencies = make([]time.Duration, 0, commands) // in the commands' order until sorted
 	last := st.CachedInfo().State.LastSeq
-	msgs := make([]*nats.Msg, 0, BatchEventsMax)
+	msgs := make([]*nats.Msg, 0, eventstore.BatchEventsMax)
 	start := time.Now()
 	due := func(k int) time.Time { return start.Add(time.Duration(k) * interval) }
 	for next := 0; next < commands; {
@@ -279,7 +306,7 @@ func MeasureCommandLatency(ctx context.Context, s *NATSStore, y LatencyYardstick
 		}
 		// Every command due by now, within one batch.
 		end := min(int(time.Since(start)/interval)+1, commands)
-		for end > next+1 && eventsBefore(end)-eventsBefore(next) > BatchEventsMax {
+		for end > next+1 && eventsBefore(end)-eventsBefore(next) > eventstore.BatchEventsMax {
 			end--
 		}
 		msgs = msgs[:0]
@@ -288,7 +315,7 @@ func MeasureCommandLatency(ctx context.Context, s *NATSStore, y LatencyYardstick
 		}
 		msgs[0].Header = nats.Header{}
 		setFence(msgs[0].Header, last, prefix+".>")
-		ack, err := jetstreamext.PublishMsgBatch(ctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
+		ack, err := jetstreamext.PublishMsgBatch(ctx, js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
 		if err != nil {
 			return LatencyFloor{}, fmt.Errorf("latency yardstick: publish batch: %w", err)
 		}
@@ -347,8 +374,8 @@ func (p *yardstickPuts) run(ctx context.Context, bucket jetstream.ObjectStore, y
 			return
 		}
 		began := time.Now()
-		meta := jetstream.ObjectMeta{Name: "put." + strconv.Itoa(i), Opts: &jetstream.ObjectMetaOptions{ChunkSize: SnapshotChunkDefault}}
-		_, err := bucket.Put(ctx, meta, &pacedReader{ctx: ctx, pace: &pace{rate: cmp.Or(y.PutPace, SnapshotPaceDefault)}, data: data})
+		meta := jetstream.ObjectMeta{Name: "put." + strconv.Itoa(i), Opts: &jetstream.ObjectMetaOptions{ChunkSize: eventstore.SnapshotChunkDefault}}
+		_, err := bucket.Put(ctx, meta, eventstore.NewPacedReader(ctx, cmp.Or(y.PutPace, eventstore.SnapshotPaceDefault), data))
 		p.spans = append(p.spans, [2]time.Time{began, time.Now()})
 		if ctx.Err() != nil {
 			err = nil

@@ -1,4 +1,4 @@
-package eventstore
+package bench
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fdj/tresor/eventstore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -24,7 +25,7 @@ import (
 // server, with
 //
 //   - bare: no headers but the batch's own (the yardstick);
-//   - envelope: the headers encodeMsg writes for a ThrowMade in the middle
+//   - envelope: the headers the store writes for a ThrowMade in the middle
 //     of an append, about the weight of a real stream's headers, batch
 //     headers included;
 //   - compact: the same fields in 135 bytes (two-letter names, Unix
@@ -37,9 +38,9 @@ import (
 // -benchtime 1x.
 func BenchmarkYardstickHeaders(b *testing.B) {
 	nc := yardstickServer(b)
-	envelope := benchEnvelopeHeader()
+	envelope := benchEnvelopeHeader(b, nc)
 	envBytes := headerBytes(envelope)
-	hash := ComputeHash(&RecordedEvent{})
+	hash := eventstore.ComputeHash(&eventstore.RecordedEvent{})
 	compact := nats.Header{
 		"Ti": {nuid.Next()}, "Tt": {"ThrowMade"}, "Ts": {"1"}, "Tq": {"76652"},
 		"Ta": {fmt.Sprint(time.Now().UnixNano())}, "Th": {base64.RawURLEncoding.EncodeToString(hash[:])},
@@ -91,11 +92,11 @@ func BenchmarkYardstickStream(b *testing.B) {
 	big := Yardstick{Stream: "YARDSTICK_BIG"}
 	var rates []float64 // b.Loop clears metrics reported before it
 	for _, y := range []Yardstick{big, all} {
-		first, last := prefill(b, nc, y, *yardstickPrefill/BatchEventsMax)
+		first, last := prefill(b, nc, y, *yardstickPrefill/eventstore.BatchEventsMax)
 		rates = append(rates, first, last)
 	}
 	allEnvelope := all
-	allEnvelope.Header = benchEnvelopeHeader()
+	allEnvelope.Header = benchEnvelopeHeader(b, nc)
 	variants := []yardstickVariant{
 		{"bare", Yardstick{}},
 		{"fence", Yardstick{Fence: true}},
@@ -116,21 +117,22 @@ func BenchmarkYardstickStream(b *testing.B) {
 }
 
 // BenchmarkYardstickBatchSize measures what larger atomic batches buy on
-// the embedded server (its max_batch_size raised to CommitBatchEventsMax):
+// the embedded server (its max_batch_size raised to
+// eventstore.CommitBatchEventsMax):
 // the yardstick's batches of 400-byte payloads at 1 000, 2 000 and 3 000
 // messages, bare and with the envelope's headers, alternated in rounds as
 // the other yardstick benchmarks, each a ratio to the bare 1 000-message
 // batch of its round. Run it with -benchtime 1x.
 func BenchmarkYardstickBatchSize(b *testing.B) {
 	nc := yardstickServer(b)
-	envelope := benchEnvelopeHeader()
+	envelope := benchEnvelopeHeader(b, nc)
 	variants := []yardstickVariant{
 		{"bare", Yardstick{}},
-		{"batch_2000", Yardstick{BatchSize: 2 * BatchEventsMax}},
-		{"batch_3000", Yardstick{BatchSize: CommitBatchEventsMax}},
+		{"batch_2000", Yardstick{BatchSize: 2 * eventstore.BatchEventsMax}},
+		{"batch_3000", Yardstick{BatchSize: eventstore.CommitBatchEventsMax}},
 		{"envelope", Yardstick{Header: envelope}},
-		{"envelope_2000", Yardstick{Header: envelope, BatchSize: 2 * BatchEventsMax}},
-		{"envelope_3000", Yardstick{Header: envelope, BatchSize: CommitBatchEventsMax}},
+		{"envelope_2000", Yardstick{Header: envelope, BatchSize: 2 * eventstore.BatchEventsMax}},
+		{"envelope_3000", Yardstick{Header: envelope, BatchSize: eventstore.CommitBatchEventsMax}},
 	}
 	for b.Loop() {
 		alternateYardsticks(b, nc, 30, variants)
@@ -143,7 +145,7 @@ func BenchmarkYardstickBatchSize(b *testing.B) {
 func prefill(b *testing.B, nc *nats.Conn, y Yardstick, batches int) (first, last float64) {
 	b.Helper()
 	const chunk = 100
-	y.BatchSize, y.MessageBytes, y.Replicas = BatchEventsMax, 400, 1
+	y.BatchSize, y.MessageBytes, y.Replicas = eventstore.BatchEventsMax, 400, 1
 	for done := 0; done < batches; done += chunk {
 		y.Batches = min(chunk, batches-done)
 		rate, err := MeasureAtomicBatches(context.Background(), nc, y)
@@ -162,7 +164,7 @@ func prefill(b *testing.B, nc *nats.Conn, y Yardstick, batches int) (first, last
 // directory, stopped when tb ends, and returns a connection to it.
 func yardstickServer(tb testing.TB) *nats.Conn {
 	tb.Helper()
-	srv, err := RunEmbedded(EmbeddedConfig{DataDir: tb.TempDir()})
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: tb.TempDir()})
 	var nc *nats.Conn
 	if err == nil {
 		tb.Cleanup(srv.Shutdown)
@@ -209,7 +211,7 @@ func alternateYardsticks(b *testing.B, nc *nats.Conn, rounds int, variants []yar
 			y := variants[i].y
 			y.Batches, y.Replicas = batches, 1
 			if y.BatchSize == 0 {
-				y.BatchSize = BatchEventsMax
+				y.BatchSize = eventstore.BatchEventsMax
 			}
 			if y.MessageBytes == 0 {
 				y.MessageBytes = 400
@@ -254,14 +256,47 @@ func cpuTime(b *testing.B) time.Duration {
 }
 
 // benchEnvelopeHeader is the envelope of a ThrowMade with two more events
-// of its append to follow, as encodeMsg writes it.
-func benchEnvelopeHeader() nats.Header {
-	ev := RecordedEvent{Event: Event{ID: nuid.Next(), Type: "ThrowMade", SchemaVersion: 1,
-		Aggregate: Aggregate{Kind: "player", ID: "sim-5a2f4b43-593"}, Payload: json.RawMessage(`{}`)},
-		Chain: "s0", ChainSeq: 76652, RecordedAt: time.Now(), AppendRemaining: 2}
-	ev.PrevHash = ComputeHash(&ev)
-	ev.Hash = ComputeHash(&ev)
-	return subjects{prefix: "tresor"}.encodeMsg(&ev).Header
+// of its append to follow, as the store writes it: the Tresor headers of
+// the first of three events appended on nc's server (into a stream
+// deleted afterwards), read back raw, with
+// the chain sequence of an event far into a sell-out.
+func benchEnvelopeHeader(tb testing.TB, nc *nats.Conn) nats.Header {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	name := "ENVELOPE_" + nuid.Next()
+	s, err := eventstore.Open(ctx, nc, eventstore.Config{Stream: name})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer s.Close()
+	// The stream goes, so that the yardsticks meet the server as before.
+	defer func() {
+		if js, err := jetstream.New(nc); err == nil {
+			js.DeleteStream(context.Background(), name)
+		}
+	}()
+	events := make([]eventstore.Event, 3)
+	for i := range events {
+		events[i] = eventstore.Event{ID: nuid.Next(), Type: "ThrowMade", SchemaVersion: 1,
+			Aggregate: eventstore.Aggregate{Kind: "player", ID: "sim-5a2f4b43-593"}, Payload: json.RawMessage(`{}`)}
+	}
+	seqs, err := s.Append(ctx, "s0", eventstore.AppendRequest{Events: events})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	raw, err := s.Stream().GetMsg(ctx, seqs[0])
+	if err != nil {
+		tb.Fatal(err)
+	}
+	h := nats.Header{}
+	for k, v := range raw.Header {
+		if strings.HasPrefix(k, "Tresor-") {
+			h[k] = v
+		}
+	}
+	h.Set(eventstore.HeaderChainSeq, "76652")
+	return h
 }
 
 // headerBytes is the size of h's lines on the wire and in the store

@@ -1,27 +1,29 @@
-package domain
+package codec
 
 import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+
+	"github.com/fdj/tresor/domain"
 )
 
 // commandKinds names every command on the wire, where a node that is not
 // the writer forwards it to the one that is. Names are never renamed (a
 // node of the previous version may be the writer during a rolling upgrade);
 // command_codec_test.go fails when a command is missing.
-var commandKinds = map[string]Command{
-	"configure_account": ConfigureAccount{},
-	"deposit":           Deposit{},
-	"withdraw":          Withdraw{},
-	"create_emission":   CreateEmission{},
-	"place_stake":       PlaceStake{},
-	"make_throw":        MakeThrow{},
-	"complete_play":     CompletePlay{},
-	"close_block":       CloseBlock{},
-	"ban_player":        BanPlayer{},
-	"lift_ban":          LiftBan{},
-	"adopt_settings":    AdoptSettings{},
+var commandKinds = map[string]domain.Command{
+	"configure_account": domain.ConfigureAccount{},
+	"deposit":           domain.Deposit{},
+	"withdraw":          domain.Withdraw{},
+	"create_emission":   domain.CreateEmission{},
+	"place_stake":       domain.PlaceStake{},
+	"make_throw":        domain.MakeThrow{},
+	"complete_play":     domain.CompletePlay{},
+	"close_block":       domain.CloseBlock{},
+	"ban_player":        domain.BanPlayer{},
+	"lift_ban":          domain.LiftBan{},
+	"adopt_settings":    domain.AdoptSettings{},
 }
 
 // kindOf is commandKinds the other way round.
@@ -43,15 +45,15 @@ type wireCommand struct {
 // prepared block's, or the one CloseBlock reveals) lives in the writer's
 // memory and, sealed, on the stream; it never crosses the network in
 // clear. The writer fills both in itself.
-func checkNoSecret(cmd Command) error {
+func checkNoSecret(cmd domain.Command) error {
 	switch c := cmd.(type) {
-	case CreateEmission:
+	case domain.CreateEmission:
 		if c.First != nil {
-			return fmt.Errorf("create_emission carries a prepared block (its seed): %w", ErrInvalidRequest)
+			return fmt.Errorf("create_emission carries a prepared block (its seed): %w", domain.ErrInvalidRequest)
 		}
-	case CloseBlock:
-		if c.Seed != (Seed{}) {
-			return fmt.Errorf("close_block carries a seed: %w", ErrInvalidRequest)
+	case domain.CloseBlock:
+		if c.Seed != (domain.Seed{}) {
+			return fmt.Errorf("close_block carries a seed: %w", domain.ErrInvalidRequest)
 		}
 	}
 	return nil
@@ -60,10 +62,10 @@ func checkNoSecret(cmd Command) error {
 // EncodeCommand encodes a command for another node: JSON with its kind. It
 // refuses an unknown command and one carrying a secret (see
 // checkNoSecret), with an error wrapping ErrInvalidRequest.
-func EncodeCommand(cmd Command) ([]byte, error) {
+func EncodeCommand(cmd domain.Command) ([]byte, error) {
 	kind, ok := kindOf[reflect.TypeOf(cmd)]
 	if !ok {
-		return nil, fmt.Errorf("encode command %T: unknown kind: %w", cmd, ErrInvalidRequest)
+		return nil, fmt.Errorf("encode command %T: unknown kind: %w", cmd, domain.ErrInvalidRequest)
 	}
 	if err := checkNoSecret(cmd); err != nil {
 		return nil, fmt.Errorf("encode command: %w", err)
@@ -78,20 +80,20 @@ func EncodeCommand(cmd Command) ([]byte, error) {
 // DecodeCommand decodes what EncodeCommand wrote. It refuses an unknown
 // kind, a body that does not decode, and a command carrying a secret, with
 // an error wrapping ErrInvalidRequest.
-func DecodeCommand(data []byte) (Command, error) {
+func DecodeCommand(data []byte) (domain.Command, error) {
 	var w wireCommand
 	if err := json.Unmarshal(data, &w); err != nil {
-		return nil, fmt.Errorf("decode command: %v: %w", err, ErrInvalidRequest)
+		return nil, fmt.Errorf("decode command: %v: %w", err, domain.ErrInvalidRequest)
 	}
 	zero, ok := commandKinds[w.Kind]
 	if !ok {
-		return nil, fmt.Errorf("decode command: unknown kind %.40q: %w", w.Kind, ErrInvalidRequest)
+		return nil, fmt.Errorf("decode command: unknown kind %.40q: %w", w.Kind, domain.ErrInvalidRequest)
 	}
 	p := reflect.New(reflect.TypeOf(zero))
 	if err := json.Unmarshal(w.Command, p.Interface()); err != nil {
-		return nil, fmt.Errorf("decode command %s: %v: %w", w.Kind, err, ErrInvalidRequest)
+		return nil, fmt.Errorf("decode command %s: %v: %w", w.Kind, err, domain.ErrInvalidRequest)
 	}
-	cmd := p.Elem().Interface().(Command)
+	cmd := p.Elem().Interface().(domain.Command)
 	if err := checkNoSecret(cmd); err != nil {
 		return nil, fmt.Errorf("decode command: %w", err)
 	}

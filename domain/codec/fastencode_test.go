@@ -1,4 +1,4 @@
-package domain_test
+package codec_test
 
 import (
 	"bytes"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/domain/codec"
 	"github.com/fdj/tresor/projections/projectionstest"
 )
 
@@ -16,7 +17,7 @@ func checkAppendEventJSON(t *testing.T, e domain.Event) (fast bool) {
 	t.Helper()
 	want, wantErr := json.Marshal(e)
 	prefix := []byte("prefix")
-	got, err := domain.AppendEventJSON(prefix, e)
+	got, err := codec.AppendEventJSON(prefix, e)
 	if (err != nil) != (wantErr != nil) || !bytes.HasPrefix(got, []byte("prefix")) || !bytes.Equal(got[len(prefix):], want) {
 		t.Fatalf("%T %+v:\n got %s (%v)\nwant %s (%v)", e, e, got, err, want, wantErr)
 	}
@@ -181,7 +182,7 @@ func BenchmarkAppendEventJSON(b *testing.B) {
 		var buf []byte
 		for i := 0; b.Loop(); i++ {
 			var err error
-			if buf, err = domain.AppendEventJSON(buf[:0], events[i%len(events)]); err != nil {
+			if buf, err = codec.AppendEventJSON(buf[:0], events[i%len(events)]); err != nil {
 				b.Fatal(err)
 			}
 		}

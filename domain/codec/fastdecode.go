@@ -1,23 +1,27 @@
-package domain
+package codec
 
-import "encoding/hex"
+import (
+	"encoding/hex"
+
+	"github.com/fdj/tresor/domain"
+)
 
 // FastDecodeEvent reads the payloads of the events a play is made of
 // (seven of every eight events of a busy stream) when they are exactly in
 // the form the writer's json.Marshal gives them: members in field order,
 // no whitespace, strings without escapes, amounts with two decimals. It
 // returns ok false for anything else, and the caller decodes with
-// DecodeEvent, so that both give the same event for every payload
+// domain.DecodeEvent, so that both give the same event for every payload
 // FastDecodeEvent accepts (TestFastDecodeAgreesWithTheDomain) and its
 // errors for the rest. encoding/json spends most of an audit's (and a
 // feed's) time in reflection and in scanning nested payloads twice; this
 // is several times faster.
-func FastDecodeEvent(typ string, b []byte) (Event, bool) {
+func FastDecodeEvent(typ string, b []byte) (domain.Event, bool) {
 	s := scanner{b: b, ok: true}
-	var e Event
+	var e domain.Event
 	switch typ {
-	case TypeThrowMade:
-		m := &ThrowMade{}
+	case domain.TypeThrowMade:
+		m := &domain.ThrowMade{}
 		s.lit(`{"play":`)
 		m.Play = s.str()
 		s.lit(`,"player":`)
@@ -25,7 +29,7 @@ func FastDecodeEvent(typ string, b []byte) (Event, bool) {
 		s.lit(`,"throw":`)
 		m.Throw = s.int()
 		s.lit(`,"result":{"direction":`)
-		d, err := ParseDirection(s.str())
+		d, err := domain.ParseDirection(s.str())
 		s.ok = s.ok && err == nil
 		m.Result.Direction = d
 		s.lit(`,"steps":`)
@@ -35,12 +39,12 @@ func FastDecodeEvent(typ string, b []byte) (Event, bool) {
 		s.lit(`,"col":`)
 		m.Result.Pawn.Col = s.int()
 		s.lit(`},"chest":`)
-		m.Result.Chest = NoChest
+		m.Result.Chest = domain.NoChest
 		if !s.null() {
 			m.Result.Chest = s.int()
-			s.ok = s.ok && m.Result.Chest < ChestCount
+			s.ok = s.ok && m.Result.Chest < domain.ChestCount
 			s.lit(`,"symbol":`)
-			sym, err := ParseSymbol(s.str())
+			sym, err := domain.ParseSymbol(s.str())
 			s.ok = s.ok && err == nil
 			m.Result.Symbol = sym
 		} else {
@@ -49,8 +53,8 @@ func FastDecodeEvent(typ string, b []byte) (Event, bool) {
 		s.lit(`}`)
 		m.BySystem = s.bySystem()
 		e = m
-	case TypeUnitAssigned:
-		u := &UnitAssigned{}
+	case domain.TypeUnitAssigned:
+		u := &domain.UnitAssigned{}
 		u.Play, u.Player, u.Block = s.playHead()
 		s.lit(`,"proof":{"unit":`)
 		n := s.int()
@@ -74,8 +78,8 @@ func FastDecodeEvent(typ string, b []byte) (Event, bool) {
 		}
 		s.lit(`]}}`)
 		e = u
-	case TypeStakePlaced:
-		p := &StakePlaced{}
+	case domain.TypeStakePlaced:
+		p := &domain.StakePlaced{}
 		p.Play, p.Player, p.Block = s.playHead()
 		s.lit(`,"stake":`)
 		p.Stake = s.amount()
@@ -85,8 +89,8 @@ func FastDecodeEvent(typ string, b []byte) (Event, bool) {
 		p.Balance = s.amount()
 		s.lit(`}`)
 		e = p
-	case TypePlaySettled:
-		p := &PlaySettled{}
+	case domain.TypePlaySettled:
+		p := &domain.PlaySettled{}
 		p.Play, p.Player, p.Block = s.playHead()
 		s.lit(`,"unit":`)
 		n := s.int()
@@ -98,8 +102,8 @@ func FastDecodeEvent(typ string, b []byte) (Event, bool) {
 		p.Prize = s.amount()
 		p.BySystem = s.bySystem()
 		e = p
-	case TypePrizePaid:
-		p := &PrizePaid{}
+	case domain.TypePrizePaid:
+		p := &domain.PrizePaid{}
 		p.Play, p.Player, p.Block = s.playHead()
 		s.lit(`,"amount":`)
 		p.Amount = s.amount()
@@ -179,14 +183,14 @@ func (s *scanner) int() int {
 
 // amount reads an amount as Amount writes it: "<euros>.<cents>",
 // 1 to 13 digits of euros.
-func (s *scanner) amount() Amount {
+func (s *scanner) amount() domain.Amount {
 	v := s.str()
 	dot := len(v) - 3
 	if !s.ok || dot < 1 || dot > 13 || v[dot] != '.' {
 		s.ok = false
 		return 0
 	}
-	var a Amount
+	var a domain.Amount
 	for i := 0; i < len(v); i++ {
 		if i == dot {
 			continue
@@ -195,17 +199,17 @@ func (s *scanner) amount() Amount {
 			s.ok = false
 			return 0
 		}
-		a = a*10 + Amount(v[i]-'0')
+		a = a*10 + domain.Amount(v[i]-'0')
 	}
-	if a > AmountMax {
+	if a > domain.AmountMax {
 		s.ok = false
 		return 0
 	}
 	return a
 }
 
-func (s *scanner) tier() Tier {
-	t, err := ParseTier(s.str())
+func (s *scanner) tier() domain.Tier {
+	t, err := domain.ParseTier(s.str())
 	s.ok = s.ok && err == nil
 	return t
 }

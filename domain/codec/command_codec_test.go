@@ -1,4 +1,4 @@
-package domain
+package codec
 
 import (
 	"errors"
@@ -10,27 +10,35 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fdj/tresor/domain"
 )
 
 // TestCommandCodecRoundTrip: every field of every kind of command comes
 // back as it went.
+// operator and selfP1 are the actors of the commands on the wire.
+var (
+	operator = &domain.Actor{Role: domain.RoleOperator, Subject: "alice@fdj"}
+	selfP1   = &domain.Actor{Role: domain.RolePlayer, Subject: "p1"}
+)
+
 func TestCommandCodecRoundTrip(t *testing.T) {
-	amt := Amount(12345)
+	amt := domain.Amount(12345)
 	until := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
-	cmds := []Command{
-		ConfigureAccount{Player: "p1", DepositLimit: &amt, StakeLimit: &amt, Limits: []LimitSetting{{Kind: StakeLimit, PeriodDays: 30, Amount: 500}},
+	cmds := []domain.Command{
+		domain.ConfigureAccount{Player: "p1", DepositLimit: &amt, StakeLimit: &amt, Limits: []domain.LimitSetting{{Kind: domain.StakeLimit, PeriodDays: 30, Amount: 500}},
 			SelfExcludedUntil: &until, By: operator, Reason: "asked by phone"},
-		ConfigureAccount{Player: "p2", SelfExcluded: true, LiftSelfExclusion: true, By: selfP1},
-		Deposit{Player: "p1", Amount: 10000, Key: "k1", By: operator},
-		Withdraw{Player: "p1", Amount: 2500, Key: "k2", By: operator},
-		CreateEmission{Price: 100, Blocks: 3, Key: "e1", By: operator},
-		PlaceStake{Player: "p1", Stake: 200, Key: "s1"},
-		MakeThrow{Player: "p1", Play: "B1-U000001", Throw: 3},
-		CompletePlay{Play: "B1-U000001"},
-		CloseBlock{Block: "B1", By: operator, Reason: "withdrawn"},
-		BanPlayer{Player: "p1", Reference: "ANJ-1", Reason: "court order", By: operator},
-		LiftBan{Player: "p1", Ban: "b1", Reference: "ANJ-2", Reason: "appeal", By: operator},
-		AdoptSettings{Settings: BaselineSettings()},
+		domain.ConfigureAccount{Player: "p2", SelfExcluded: true, LiftSelfExclusion: true, By: selfP1},
+		domain.Deposit{Player: "p1", Amount: 10000, Key: "k1", By: operator},
+		domain.Withdraw{Player: "p1", Amount: 2500, Key: "k2", By: operator},
+		domain.CreateEmission{Price: 100, Blocks: 3, Key: "e1", By: operator},
+		domain.PlaceStake{Player: "p1", Stake: 200, Key: "s1"},
+		domain.MakeThrow{Player: "p1", Play: "B1-U000001", Throw: 3},
+		domain.CompletePlay{Play: "B1-U000001"},
+		domain.CloseBlock{Block: "B1", By: operator, Reason: "withdrawn"},
+		domain.BanPlayer{Player: "p1", Reference: "ANJ-1", Reason: "court order", By: operator},
+		domain.LiftBan{Player: "p1", Ban: "b1", Reference: "ANJ-2", Reason: "appeal", By: operator},
+		domain.AdoptSettings{Settings: domain.BaselineSettings()},
 	}
 	for _, c := range cmds {
 		data, err := EncodeCommand(c)
@@ -50,13 +58,13 @@ func TestCommandCodecRoundTrip(t *testing.T) {
 // TestCommandCodecRefusesSecrets: a prepared block or a seed never goes on
 // the wire, and is refused when it comes from it.
 func TestCommandCodecRefusesSecrets(t *testing.T) {
-	var seed Seed
+	var seed domain.Seed
 	seed[0] = 1
-	for _, c := range []Command{
-		CreateEmission{Price: 100, Blocks: 1, First: &PreparedBlock{Seed: seed}},
-		CloseBlock{Block: "B1", Seed: seed},
+	for _, c := range []domain.Command{
+		domain.CreateEmission{Price: 100, Blocks: 1, First: &domain.PreparedBlock{Seed: seed}},
+		domain.CloseBlock{Block: "B1", Seed: seed},
 	} {
-		if _, err := EncodeCommand(c); !errors.Is(err, ErrInvalidRequest) {
+		if _, err := EncodeCommand(c); !errors.Is(err, domain.ErrInvalidRequest) {
 			t.Errorf("encode %T with a secret: got %v, want invalid_request", c, err)
 		}
 	}
@@ -67,7 +75,7 @@ func TestCommandCodecRefusesSecrets(t *testing.T) {
 		`{"kind":"deposit","command":"not an object"}`,
 		`not json`,
 	} {
-		if c, err := DecodeCommand([]byte(wire)); !errors.Is(err, ErrInvalidRequest) {
+		if c, err := DecodeCommand([]byte(wire)); !errors.Is(err, domain.ErrInvalidRequest) {
 			t.Errorf("decode %s: got %+v, %v; want invalid_request", wire, c, err)
 		}
 	}
@@ -77,7 +85,7 @@ func TestCommandCodecRefusesSecrets(t *testing.T) {
 // a command() marker method: each must be on the wire, or a standby could
 // not forward it.
 func TestEveryCommandHasAKind(t *testing.T) {
-	files, err := filepath.Glob("*.go")
+	files, err := filepath.Glob("../*.go")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package eventstore_test
+package bench_test
 
 import (
 	"errors"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/internal/bench"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -18,11 +19,11 @@ import (
 // was being put (none before the first put is due, some during each), and
 // the scratch stream and bucket are gone afterwards.
 func TestMeasureCommandLatency(t *testing.T) {
-	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	s := openStore(t)
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
-	y := eventstore.LatencyYardstick{CommandsPerSecond: 400, Duration: 1500 * time.Millisecond, EventsPerCommand: 1.45,
+	y := bench.LatencyYardstick{CommandsPerSecond: 400, Duration: 1500 * time.Millisecond, EventsPerCommand: 1.45,
 		MessageBytes: 400, Replicas: 1, PutBytes: 3 << 20, PutEvery: 500 * time.Millisecond}
-	f, err := eventstore.MeasureCommandLatency(ctx, s, y)
+	f, err := bench.MeasureCommandLatency(ctx, s, y)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,13 +51,13 @@ func TestMeasureCommandLatency(t *testing.T) {
 			t.Fatalf("stream %s left behind", name)
 		}
 	}
-	for _, bad := range []eventstore.LatencyYardstick{
+	for _, bad := range []bench.LatencyYardstick{
 		{},
 		{CommandsPerSecond: 400, Duration: time.Second, EventsPerCommand: 0.5, MessageBytes: 400, Replicas: 1},
 		{CommandsPerSecond: 400, Duration: time.Second, EventsPerCommand: 1, MessageBytes: 400, Replicas: 1, PutBytes: 1},
 		{CommandsPerSecond: 0.5, Duration: time.Second, EventsPerCommand: 1, MessageBytes: 400, Replicas: 1},
 	} {
-		if _, err := eventstore.MeasureCommandLatency(ctx, s, bad); !errors.Is(err, eventstore.ErrInvalid) {
+		if _, err := bench.MeasureCommandLatency(ctx, s, bad); !errors.Is(err, eventstore.ErrInvalid) {
 			t.Fatalf("%+v: got %v, want ErrInvalid", bad, err)
 		}
 	}
@@ -71,18 +72,18 @@ func TestMeasureCommandLatency(t *testing.T) {
 // 4 MiB/s and, every 30 s, at the writer's snapshots' pace (1 MiB/s), the
 // p99 while a put runs over the p99 outside. Run it with -benchtime 1x.
 func BenchmarkCommandLatencyFloor(b *testing.B) {
-	s := openStore(b, runEmbedded(b, b.TempDir()), eventstore.Config{})
-	each := func(perSecond, events float64, d time.Duration) eventstore.LatencyYardstick {
-		return eventstore.LatencyYardstick{CommandsPerSecond: perSecond, Duration: d, EventsPerCommand: events, MessageBytes: 400, Replicas: 1}
+	s := openStore(b)
+	each := func(perSecond, events float64, d time.Duration) bench.LatencyYardstick {
+		return bench.LatencyYardstick{CommandsPerSecond: perSecond, Duration: d, EventsPerCommand: events, MessageBytes: 400, Replicas: 1}
 	}
-	withPuts := func(bytes, pace int, every time.Duration) eventstore.LatencyYardstick {
+	withPuts := func(bytes, pace int, every time.Duration) bench.LatencyYardstick {
 		y := each(4000, 1.45, 6*every)
 		y.PutBytes, y.PutEvery, y.PutPace = bytes, every, pace
 		return y
 	}
 	for _, v := range []struct {
 		name string
-		y    eventstore.LatencyYardstick
+		y    bench.LatencyYardstick
 	}{
 		{"batch=1", each(111, 1, 10*time.Second)},
 		{"batch=150", each(111, 150, 10*time.Second)},
@@ -95,7 +96,7 @@ func BenchmarkCommandLatencyFloor(b *testing.B) {
 	} {
 		b.Run(v.name, func(b *testing.B) {
 			for b.Loop() {
-				f, err := eventstore.MeasureCommandLatency(eventstoretest.Ctx(b, 5*time.Minute), s, v.y)
+				f, err := bench.MeasureCommandLatency(eventstoretest.Ctx(b, 5*time.Minute), s, v.y)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -108,4 +109,21 @@ func BenchmarkCommandLatencyFloor(b *testing.B) {
 			}
 		})
 	}
+}
+
+// openStore opens a store on an embedded sync-always server on a temporary
+// directory; both are closed when tb ends.
+func openStore(tb testing.TB) *eventstore.NATSStore {
+	tb.Helper()
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: tb.TempDir()})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(srv.Shutdown)
+	s, err := srv.Open(eventstoretest.Ctx(tb, 30*time.Second), eventstore.Config{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { s.Close() })
+	return s
 }

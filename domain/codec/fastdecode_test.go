@@ -1,4 +1,4 @@
-package domain_test
+package codec_test
 
 import (
 	"encoding/json"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/domain/codec"
 	"github.com/fdj/tresor/projections/projectionstest"
 )
 
@@ -25,7 +26,7 @@ func TestFastDecodeAgreesWithTheDomain(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if e, ok := domain.FastDecodeEvent(typ, payload); ok {
+		if e, ok := codec.FastDecodeEvent(typ, payload); ok {
 			fast++
 			if !reflect.DeepEqual(e, env.Event) {
 				t.Fatalf("%s %s: fast %+v, want %+v", typ, payload, e, env.Event)
@@ -42,7 +43,7 @@ func TestFastDecodeAgreesWithTheDomain(t *testing.T) {
 					append(append(append([]byte{}, payload[:i]...), c), payload[i:]...),
 					append(append([]byte{}, payload[:i]...), payload[i+1:]...),
 				} {
-					got, ok := domain.FastDecodeEvent(typ, p)
+					got, ok := codec.FastDecodeEvent(typ, p)
 					if !ok {
 						continue
 					}
@@ -71,7 +72,7 @@ func FuzzFastDecode(f *testing.F) {
 		}
 	}
 	f.Fuzz(func(t *testing.T, typ string, payload []byte) {
-		got, ok := domain.FastDecodeEvent(typ, payload)
+		got, ok := codec.FastDecodeEvent(typ, payload)
 		if !ok {
 			return
 		}
