@@ -21,10 +21,13 @@ const (
 	// leader: from JetStream's elections of the new leaders a writer
 	// needs (the stream's, the lease bucket's, the high-water bucket's) to
 	// the first command acknowledged. The writer's open is tried again every
-	// quarter second, each try bounded by the 2 s request timeout, so a
-	// try sent in the election's last moment may wait that long; the
-	// second beyond it is for a loaded machine.
-	takeoverAfterElectionMax = 3 * time.Second
+	// quarter second, its start reads bounded together by a second, and
+	// its replay holds the tail past the standby's ledger only: beyond
+	// this bound the writer replayed far more, or kept the lease while it
+	// could not open. The figure itself is logged, and kept in
+	// docs/performance.md; the bound leaves room for make test's other
+	// packages running beside it on two cores.
+	takeoverAfterElectionMax = 5 * time.Second
 	// handoverMax bounds how long writes stop while a writer stopped by
 	// SIGTERM hands over to a caught-up standby: it releases the lease as
 	// it stops, and the standby acquires at once and replays at most
@@ -54,7 +57,7 @@ func TestTakeoverOnNATSProcesses(t *testing.T) {
 		t.Skip("3 nats-server and 3 tresor processes: skipped in -short")
 	}
 	faults := crashSize(t, "TRESOR_TAKEOVER_FAULTS", 1, 20)
-	starts := crashSize(t, "TRESOR_TAKEOVER_STARTS", 10, 200)
+	starts := crashSize(t, "TRESOR_TAKEOVER_STARTS", 5, 200)
 	r := newCrashRun(t)
 	r.clients = standbyClients
 	r.http.Timeout = standbyRequestMax
