@@ -67,7 +67,7 @@ crash-storage:
 # under the crash suite's clients: kill -9 of the NATS node leading the
 # stream and a rolling restart of the serves, TRESOR_TAKEOVER_FAULTS times
 # each (make test: once), a rolling restart of the NATS nodes, then
-# TRESOR_TAKEOVER_STARTS starts of a serve (make test: 10); the takeover
+# TRESOR_TAKEOVER_STARTS starts of a serve (make test: 5); the takeover
 # figures are in its log.
 TRESOR_TAKEOVER_FAULTS ?= 5
 TRESOR_TAKEOVER_STARTS ?= 50
