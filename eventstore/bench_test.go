@@ -28,7 +28,7 @@ const benchMessageBytes = 560
 // the raw JetStream yardstick (1 000-message atomic batches), raw async
 // publish, Tresor's committer under 1, 64 and 1 024 concurrent writers
 // and one pipelined single-threaded writer (events/s, ratio to the
-// yardstick, p50/p99 latency), and ordered reads. Each sub-benchmark does
+// yardstick, latency percentiles), and ordered reads. Each sub-benchmark does
 // a fixed amount of work per iteration; run it with -benchtime 1x.
 func BenchmarkAppend(b *testing.B) {
 	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: b.TempDir()})
@@ -109,7 +109,8 @@ func BenchmarkAppend(b *testing.B) {
 // commits costs the write path: the committer under 64 writers without
 // and with it, in rounds alternating ABBA on one embedded sync-always server,
 // each mode on a chain of its own. It reports each mode's events/s and
-// command p99 over all its rounds, and the ratios with over without.
+// commands' 99th latency percentile over all its rounds, and the
+// ratios with over without.
 //
 //	go test -run '^$' -bench HighWater -benchtime 1x ./eventstore/
 func BenchmarkHighWater(b *testing.B) {

@@ -166,7 +166,7 @@ type simulateReport struct {
 	// With --yardstick and --rate, a raw writer's commands after the plays,
 	// on the same server, at the plays' command rate and events per command
 	// for as long as the plays lasted (5 s to 2 min;
-	// bench.LatencyYardstick): their p50 and p99, and Tresor's command
+	// bench.LatencyYardstick): their 50th and 99th percentiles, and Tresor's command
 	// p99 over theirs. When the writer took snapshots during the plays, the
 	// raw writer's server also stores an object of their mean size as often
 	// and at the same pace, and its commands' p99 is given while one was

@@ -109,7 +109,7 @@ func TestTakeoverOnNATSProcesses(t *testing.T) {
 		f.checked, f.writes, f.events)
 }
 
-// spread formats figures as min / median / max.
+// spread formats figures as the least, the middle one and the most.
 func spread(ds []time.Duration) string {
 	s := slices.Sorted(slices.Values(ds))
 	if len(s) == 0 {

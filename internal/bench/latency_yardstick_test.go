@@ -70,7 +70,7 @@ func TestMeasureCommandLatency(t *testing.T) {
 // plays' worth); and at 4 000 a second (800 plays) with puts every 5 s of
 // 11.5 MB and of a tenth of that at the bucket's pace, and of 11.5 MB at
 // 4 MiB/s and, every 30 s, at the writer's snapshots' pace (1 MiB/s), the
-// p99 while a put runs over the p99 outside. Run it with -benchtime 1x.
+// 99th latency percentile while a put runs over the one outside. Run it with -benchtime 1x.
 func BenchmarkCommandLatencyFloor(b *testing.B) {
 	s := openStore(b)
 	each := func(perSecond, events float64, d time.Duration) bench.LatencyYardstick {
