@@ -165,7 +165,7 @@ func (s *Snapshots) evidence(ctx context.Context, chain string) ([]Evidence, err
 		if !ok || seen[kind] || len(manifestNames(names[i:i+1], kind, chain)) == 0 || rest == "" {
 			continue
 		}
-		info, err := s.os.GetInfo(ctx, names[i])
+		info, err := s.info(ctx, names[i])
 		if errors.Is(err, jetstream.ErrObjectNotFound) {
 			continue
 		}

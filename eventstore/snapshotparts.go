@@ -431,7 +431,7 @@ func (s *Snapshots) remove(ctx context.Context, name string) error {
 // refuses, with an error wrapping ErrSnapshotRefused, any part that fails
 // its size or MAC, and the other sections. The caller closes the reader.
 func (s *Snapshots) open(ctx context.Context, name string) (SnapshotMeta, io.ReadCloser, *SnapshotSections, error) {
-	info, err := s.os.GetInfo(ctx, name)
+	info, err := s.info(ctx, name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
 		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s", errSnapshotGone, name)
 	}
@@ -453,13 +453,26 @@ func (s *Snapshots) open(ctx context.Context, name string) (SnapshotMeta, io.Rea
 	return m.SnapshotMeta, secs.open(ctx, -1), secs, nil
 }
 
+// info reads the object info of the snapshot name within a request's time,
+// as the manifest is read.
+func (s *Snapshots) info(ctx context.Context, name string) (*jetstream.ObjectInfo, error) {
+	ctx, cancel := s.store.reqCtx(ctx)
+	defer cancel()
+	return s.os.GetInfo(ctx, name)
+}
+
 // manifest reads and authenticates the manifest of the snapshot name,
 // whose object info is info; a manifest that fails is ErrSnapshotRefused.
 func (s *Snapshots) manifest(ctx context.Context, name string, info *jetstream.ObjectInfo) (*snapshotManifest, error) {
 	if v := info.Metadata[snapshotManifestKey]; v != snapshotManifestVersion {
 		return nil, fmt.Errorf("%w: %s: manifest version %s, this build reads %s", ErrSnapshotRefused, name, v, snapshotManifestVersion)
 	}
-	mb, err := s.os.GetBytes(ctx, name)
+	// A manifest is small: a read that does not end within a request's
+	// time is a passing error, tried again, and not a wait as long as
+	// the caller's.
+	rctx, cancel := s.store.reqCtx(ctx)
+	mb, err := s.os.GetBytes(rctx, name)
+	cancel()
 	if err != nil {
 		return nil, refused(err, "read %s", name)
 	}

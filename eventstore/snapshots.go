@@ -69,15 +69,22 @@ func refused(err error, format string, args ...any) error {
 
 // passing reports an error that a later try may not meet: a request that
 // timed out or found no responder, or JetStream answering that it is
-// temporarily unavailable (a cluster electing).
+// temporarily unavailable (a cluster electing). A consumer's message that
+// says so carries only the server's description in a 503 status, which
+// nats.go hands on as the error's text.
 func passing(err error) bool {
 	var apiErr *jetstream.APIError
 	if errors.As(err, &apiErr) {
 		return apiErr.Code == 503 || apiErr.ErrorCode == errCodeClusterNotAvailable
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrConnectionReconnecting)
+		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		(err != nil && strings.Contains(err.Error(), clusterNotAvailableText))
 }
+
+// clusterNotAvailableText is the description of nats-server's
+// JSClusterNotAvailErr.
+const clusterNotAvailableText = "JetStream system temporarily unavailable"
 
 // errCodeClusterNotAvailable is nats-server's JSClusterNotAvailErr,
 // "JetStream system temporarily unavailable".
@@ -529,7 +536,7 @@ func (sl *SnapshotSlot) LoadParts(ctx context.Context, read func(seq uint64, r i
 //
 // A passing error (ErrSnapshotUnavailable: a request timed out, the
 // cluster elects a leader) is no verdict on a snapshot: the load is tried
-// again, snapshotLoadTries times at most, before it returns it; a start
+// again, for snapshotLoadPatience at most, before it returns it; a start
 // that gave a snapshot up for it would replay the whole history.
 func (sl *SnapshotSlot) LoadSections(ctx context.Context, read func(seq uint64, r io.Reader, rest *SnapshotSections) error) (seq uint64, skipped []error, err error) {
 	err = sl.snaps.retryPassing(ctx, "snapshot load", func() error {
@@ -539,14 +546,14 @@ func (sl *SnapshotSlot) LoadSections(ctx context.Context, read func(seq uint64, 
 	return seq, skipped, err
 }
 
-// retryPassing calls try until it returns no ErrSnapshotUnavailable,
-// snapshotLoadTries times at most, pausing longer each time, and returns
-// its last error.
+// retryPassing calls try until it returns no ErrSnapshotUnavailable or
+// snapshotLoadPatience has passed, pausing longer each time (at most
+// snapshotLoadPauseMax), and returns its last error.
 func (s *Snapshots) retryPassing(ctx context.Context, what string, try func() error) error {
-	pause := snapshotLoadPause
+	start, pause := time.Now(), snapshotLoadPause
 	for n := 1; ; n++ {
 		err := try()
-		if !errors.Is(err, ErrSnapshotUnavailable) || n == snapshotLoadTries || ctx.Err() != nil {
+		if !errors.Is(err, ErrSnapshotUnavailable) || time.Since(start) > snapshotLoadPatience || ctx.Err() != nil {
 			return err
 		}
 		s.cfg.Logger.Warn(what+": trying again after a passing error", "try", n, "err", err)
@@ -555,15 +562,17 @@ func (s *Snapshots) retryPassing(ctx context.Context, what string, try func() er
 			return err
 		case <-time.After(pause):
 		}
-		pause *= 2
+		pause = min(2*pause, snapshotLoadPauseMax)
 	}
 }
 
-// Bounds of a snapshot load's tries after passing errors: with the
-// cluster's request timeout, about as long as a stream leader's election.
+// Bounds of a snapshot load's tries after passing errors: a stream's
+// leader is elected seconds after its quorum is back, and a start that
+// gives its snapshot up replays the whole history instead.
 const (
-	snapshotLoadTries = 4
-	snapshotLoadPause = 500 * time.Millisecond
+	snapshotLoadPatience = 20 * time.Second
+	snapshotLoadPause    = 250 * time.Millisecond
+	snapshotLoadPauseMax = 2 * time.Second
 )
 
 // loadSections is one try of LoadSections.
