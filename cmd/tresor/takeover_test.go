@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -25,8 +26,11 @@ const (
 	// its replay holds the tail past the standby's ledger only: beyond
 	// this bound the writer replayed far more, or kept the lease while it
 	// could not open. The figure itself is logged, and kept in
-	// docs/performance.md; the bound leaves room for make test's other
-	// packages running beside it on two cores.
+	// docs/performance.md. The bounds hold the measuring runs
+	// (TRESOR_TAKEOVER_FAULTS set, make crash-takeover) only: the clients'
+	// own timeouts count in them, and make test's other packages share
+	// the two cores (figures are measured, not asserted, where the load
+	// is not the test's).
 	takeoverAfterElectionMax = 5 * time.Second
 	// handoverMax bounds how long writes stop while a writer stopped by
 	// SIGTERM hands over to a caught-up standby: it releases the lease as
@@ -39,6 +43,10 @@ const (
 	takeoverPreload = 2000
 )
 
+// measuring reports a run that measures takeovers (TRESOR_TAKEOVER_FAULTS
+// set): their bounds are checked then.
+func measuring() bool { return os.Getenv("TRESOR_TAKEOVER_FAULTS") != "" }
+
 // TestTakeoverOnNATSProcesses runs three `tresor serve --replicas 3` on a
 // cluster of three nats-server processes, the crash suite's clients
 // playing through the three and retrying by key, through these faults:
@@ -48,7 +56,8 @@ const (
 // each stepped down from what it leads first; then TRESOR_TAKEOVER_STARTS
 // starts and stops of a fourth serve. Tresor's share of each lost leader
 // (from the new leader's election, read in the servers' logs, to the first
-// command acknowledged) and the writer's handover are bounded; no serve
+// command acknowledged) and the writer's handover are logged, and bounded
+// in a measuring run (measuring); no serve
 // replays the stream from its first event once it has snapshots, none
 // panics, every acknowledged answer is in the stream once, as answered,
 // and the audit passes.
@@ -173,7 +182,7 @@ func (c *standbyCluster) killStreamLeader(procs *natsProcs, js jetstream.JetStre
 	share = at.Add(took).Sub(needed)
 	c.t.Logf("kill -9 %d of n%d: new stream leader elected %s after the kill, the last that a writer needs %s; first command acknowledged %s after it (leaders elected after the kill: %s)",
 		k, leader, elected.Sub(at).Round(time.Millisecond), needed.Sub(at).Round(time.Millisecond), share.Round(time.Millisecond), strings.Join(others, ", "))
-	if share > takeoverAfterElectionMax {
+	if measuring() && share > takeoverAfterElectionMax {
 		c.t.Errorf("kill -9 %d of the stream's leader: first command acknowledged %s after JetStream's elections, more than %s",
 			k, share.Round(time.Millisecond), takeoverAfterElectionMax)
 	}
@@ -186,7 +195,7 @@ func (c *standbyCluster) killStreamLeader(procs *natsProcs, js jetstream.JetStre
 // standby, waiting until it is ready and caught up, then the writer
 // (SIGTERM), started again as a standby. It returns how long writes
 // stopped from the writer's SIGTERM to the first command acknowledged
-// after it had exited, and fails the test beyond handoverMax.
+// after it had exited, and fails a measuring run beyond handoverMax.
 func (c *standbyCluster) rollingRestart() time.Duration {
 	c.t.Helper()
 	w := c.writer(-1)
@@ -212,7 +221,7 @@ func (c *standbyCluster) rollingRestart() time.Duration {
 	down := c.run.journal.stall(at, next)
 	c.t.Logf("rolling restart: the writer exited %s after its SIGTERM; writes stopped for %s at most meanwhile",
 		exited.Sub(at).Round(time.Millisecond), down.Round(time.Millisecond))
-	if down > handoverMax {
+	if measuring() && down > handoverMax {
 		c.t.Errorf("rolling restart: writes stopped for %s while the writer handed over, more than %s", down.Round(time.Millisecond), handoverMax)
 	}
 	c.restart(w)
