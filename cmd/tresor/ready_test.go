@@ -244,10 +244,10 @@ func TestReadinessHoldsAfterTheWriterSideFailed(t *testing.T) {
 	w := &flickeringWriter{}
 	gate.open(w)
 	rd := &readiness{gate: gate, runner: projections.NewRunner(nil, nil), conn: nc}
+	failed := time.Now() // no later than the failure state records
 	if got := rd.state(); got.Status != api.StatusUnavailable {
 		t.Fatalf("readiness %q with the writer failing", got.Status)
 	}
-	failed := time.Now()
 	w.calls.Store(1) // its next calls find no error
 	var got api.Readiness
 	for got = rd.state(); got.Status != api.StatusReady; got = rd.state() {
