@@ -265,6 +265,9 @@ func serveOnce(ctx context.Context, cfg *Config, log *slog.Logger, run *serveRun
 	failed := awaitStop(ctx, log, fr, runDone, w.Done(), func() error { return fmt.Errorf("settlement writer: %w", w.Err()) },
 		storeWatch{st.embedded.WriteFailed(), st.embedded.WriteErr, func() {
 			fr.handle(api.Unavailable(pages, func() string { return diskFullReason(cfg) }))
+		}, func() bool {
+			free, err := freeBytes(cfg.Data)
+			return err == nil && free < diskFullFreeMax
 		}})
 	w.Close()
 	if err := st.closeLog(); err != nil && failed == nil && w.Err() == nil {
@@ -331,6 +334,41 @@ type storeWatch struct {
 	failed <-chan struct{}
 	err    func() error
 	hold   func()
+	// full reports the data directory's disk as full: a batch the store
+	// could not write in part is refused (an atomic batch incomplete)
+	// without the server logging a write error.
+	full func() bool
+}
+
+// diskFullFreeMax is the free space under --data below which a writer's
+// failure is taken for a full disk.
+const diskFullFreeMax = 1 << 20
+
+// storeErrWait bounds how long a writer's failure waits for the store's
+// own word on it: the refusal of a batch can come before the server logs
+// the write error behind it.
+const storeErrWait = time.Second
+
+// cause returns what made the writer's failure failed: the store's refused
+// write, or a full disk, when there is one (eventstore.ErrNoSpace), else
+// failed itself.
+func (s storeWatch) cause(failed error) error {
+	if failed == nil || s.err == nil {
+		return failed
+	}
+	if s.err() == nil {
+		select {
+		case <-s.failed:
+		case <-time.After(storeErrWait):
+		}
+	}
+	if err := s.err(); err != nil {
+		return err
+	}
+	if s.full != nil && s.full() {
+		return fmt.Errorf("%w: %w", eventstore.ErrNoSpace, failed)
+	}
+	return failed
 }
 
 // awaitStop waits for the first reason to stop: the HTTP server or the
@@ -341,11 +379,7 @@ type storeWatch struct {
 // space. It returns what failed, nil for a requested stop.
 func awaitStop(ctx context.Context, log *slog.Logger, fr *front, runDone chan error,
 	done <-chan struct{}, why func() error, store storeWatch) error {
-	failed := awaitFirst(ctx, fr, runDone, done, why, store)
-	if store.err != nil && store.err() != nil {
-		// The writer's failure, a write's timeout, came from the store's.
-		failed = store.err()
-	}
+	failed := store.cause(awaitFirst(ctx, fr, runDone, done, why, store))
 	if errors.Is(failed, eventstore.ErrNoSpace) {
 		log.Error("stopping the writer: the store refused a write", "err", failed)
 		store.hold()
