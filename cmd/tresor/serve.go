@@ -344,23 +344,12 @@ type storeWatch struct {
 // failure is taken for a full disk.
 const diskFullFreeMax = 1 << 20
 
-// storeErrWait bounds how long a writer's failure waits for the store's
-// own word on it: the refusal of a batch can come before the server logs
-// the write error behind it.
-const storeErrWait = time.Second
-
 // cause returns what made the writer's failure failed: the store's refused
 // write, or a full disk, when there is one (eventstore.ErrNoSpace), else
 // failed itself.
 func (s storeWatch) cause(failed error) error {
 	if failed == nil || s.err == nil {
 		return failed
-	}
-	if s.err() == nil {
-		select {
-		case <-s.failed:
-		case <-time.After(storeErrWait):
-		}
 	}
 	if err := s.err(); err != nil {
 		return err
