@@ -164,23 +164,10 @@ func (p *natsProcs) killAll() {
 }
 
 // URLs is the comma-separated client URLs of the nodes.
-func (p *natsProcs) URLs() string {
-	var u []string
-	for _, port := range p.clientPorts {
-		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", port))
-	}
-	return strings.Join(u, ",")
-}
+func (p *natsProcs) URLs() string { return eventstoretest.ClientURLs(p.clientPorts) }
 
 // index returns the index of the node named name ("n1"), -1 for none.
-func (p *natsProcs) index(name string) int {
-	for i := range p.clientPorts {
-		if fmt.Sprintf("n%d", i) == name {
-			return i
-		}
-	}
-	return -1
-}
+func (p *natsProcs) index(name string) int { return eventstoretest.NodeIndex(name, len(p.clientPorts)) }
 
 // waitMetaLeader waits until JetStream answers, or a node has exited.
 func (p *natsProcs) waitMetaLeader(timeout time.Duration) error {

@@ -174,17 +174,25 @@ func (c *Cluster) URL(i int) string { return fmt.Sprintf("nats://127.0.0.1:%d", 
 
 // URLs is the comma-separated client URLs of every node, the list a
 // client reconnects across.
-func (c *Cluster) URLs() string {
+func (c *Cluster) URLs() string { return ClientURLs(c.clientPorts) }
+
+// ClientURLs is the comma-separated loopback client URLs of nodes
+// listening on ports.
+func ClientURLs(ports []int) string {
 	var u []string
-	for i := range c.clientPorts {
-		u = append(u, c.URL(i))
+	for _, port := range ports {
+		u = append(u, fmt.Sprintf("nats://127.0.0.1:%d", port))
 	}
 	return strings.Join(u, ",")
 }
 
 // Index returns the index of the node named name ("n1"), -1 for none.
-func (c *Cluster) Index(name string) int {
-	for i := range c.dirs {
+func (c *Cluster) Index(name string) int { return NodeIndex(name, len(c.dirs)) }
+
+// NodeIndex returns the index of the node named name ("n1") among nodes
+// named n0, n1, …, -1 for none.
+func NodeIndex(name string, nodes int) int {
+	for i := range nodes {
 		if fmt.Sprintf("n%d", i) == name {
 			return i
 		}
