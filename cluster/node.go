@@ -12,6 +12,7 @@ import (
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/settlement"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 )
 
@@ -106,8 +107,12 @@ type Node struct {
 	// leaseMoved is closed when lease changes (and replaced): forwarded
 	// commands in flight then give up (see forward).
 	leaseMoved chan struct{}
-	head       uint64
-	takeovers  uint64
+	// elected is closed when JetStream announces a stream's new leader
+	// (and replaced): a read sent into the election got no answer and
+	// waits out its bound, while the leader now answers at once.
+	elected   chan struct{}
+	head      uint64
+	takeovers uint64
 	// lastSeq is the highest LastSeq answered: a node stepping down goes
 	// on with the follower started at its takeover (from a snapshot or the
 	// first event), and its reads gated by min_seq must not go back behind
@@ -131,7 +136,8 @@ func NewNode(cfg NodeConfig) (*Node, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Node{cfg: cfg, fwd: NewForwarder(cfg.Store.Conn(), settlement.Chain), leaseMoved: make(chan struct{})}, nil
+	return &Node{cfg: cfg, fwd: NewForwarder(cfg.Store.Conn(), settlement.Chain),
+		leaseMoved: make(chan struct{}), elected: make(chan struct{})}, nil
 }
 
 // Execute implements api.Writer: locally on the writer, forwarded to it
@@ -296,68 +302,175 @@ func (n *Node) Run(ctx context.Context) error {
 		n.mu.Unlock()
 		f.stop()
 	}()
+	defer n.watchElections()()
 	ttl := n.cfg.Lease.TTL()
 	tick := time.NewTicker(ttl / 2)
 	defer tick.Stop()
 	var watch <-chan eventstore.LeaseRead
-	var free time.Time // since when this node has seen the lease free
+	var opening chan (<-chan eventstore.LeaseRead) // a watch being opened
+	var free time.Time                             // since when this node has seen the lease free
+	var hurry time.Time                            // until when the lease is read every retryPause
 	for {
-		if watch == nil {
-			w, err := n.cfg.Lease.Watch(ctx)
-			if err != nil && ctx.Err() == nil {
-				n.cfg.Logger.Warn("watch the writer lease", "err", err)
-			}
-			watch = w
+		if watch == nil && opening == nil {
+			opening = make(chan (<-chan eventstore.LeaseRead), 1)
+			go n.openWatch(ctx, opening)
 		}
+		var again <-chan time.Time
+		if time.Now().Before(hurry) {
+			again = time.After(retryPause)
+		}
+		var held bool
 		select {
 		case <-ctx.Done():
 			return nil
+		case watch = <-opening:
+			opening = nil
+			continue
 		case r, ok := <-watch:
 			if !ok {
 				watch = nil
 				continue
 			}
 			n.noteLease(r)
-			if r.Holder != "" {
-				free = time.Time{}
-				continue
-			}
+			held = r.Holder != ""
+		case <-n.elections():
+			// A writer's renewals may have gone unanswered through the
+			// election: reading the lease often for a while takes it
+			// over as soon as it is free or abandoned.
+			hurry = time.Now().Add(leaseUnseenTTLs * ttl)
+			held = n.poll(ctx)
+		case <-again:
+			held = n.poll(ctx)
 		case <-tick.C:
-			// The watch tells of releases and expiries at once; the tick
-			// reads the head for the standby's lag, and the lease itself:
-			// a watch can stall without closing after a NATS leader
-			// change, and the forwarded commands need the current term.
-			n.readHead(ctx)
-			if r, err := n.cfg.Lease.Read(ctx); err == nil {
-				n.noteLease(r)
-				if r.Holder != "" {
-					free = time.Time{}
-					continue
-				}
-			}
+			held = n.poll(ctx)
 		}
-		if free.IsZero() {
-			free = time.Now()
-		}
-		if !n.mayCompete(ctx, free) {
+		term, won := n.contend(ctx, held, &free)
+		if !won {
 			continue
 		}
-		term, err := n.cfg.Lease.Acquire(ctx)
-		if err != nil {
-			if !errors.Is(err, eventstore.ErrLeaseHeld) && ctx.Err() == nil {
-				n.cfg.Logger.Warn("acquire the writer lease", "err", err)
-			}
-			if errors.Is(err, eventstore.ErrLeaseHeld) {
-				free = time.Time{}
-			}
-			continue
-		}
-		free = time.Time{}
 		n.lead(ctx, term)
 		if ctx.Err() != nil {
 			return nil
 		}
 	}
+}
+
+// openWatch opens a watch of the lease and sends it on out (nil when it
+// could not, after a pause). A watch opened while the lease bucket elects
+// its leader waits for it: the node's loop goes on meanwhile, reading the
+// lease at its tick.
+func (n *Node) openWatch(ctx context.Context, out chan<- (<-chan eventstore.LeaseRead)) {
+	w, err := n.cfg.Lease.Watch(ctx)
+	if err != nil && ctx.Err() == nil {
+		n.cfg.Logger.Warn("watch the writer lease", "err", err)
+		sleep(ctx, retryPause)
+	}
+	out <- w
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+}
+
+// contend tries to win the lease when it is free (free since *free, set
+// here) or abandoned, if this node competes: the term won, or false.
+func (n *Node) contend(ctx context.Context, held bool, free *time.Time) (uint64, bool) {
+	var rev uint64
+	since := *free
+	if held {
+		*free = time.Time{}
+		if rev, since = n.abandoned(); rev == 0 {
+			return 0, false
+		}
+	} else if free.IsZero() {
+		*free, since = time.Now(), time.Now()
+	}
+	if !n.mayCompete(ctx, since) {
+		return 0, false
+	}
+	var term uint64
+	var err error
+	if rev != 0 {
+		term, err = n.cfg.Lease.TakeOver(ctx, rev)
+	} else {
+		term, err = n.cfg.Lease.Acquire(ctx)
+	}
+	if err != nil {
+		if !errors.Is(err, eventstore.ErrLeaseHeld) && ctx.Err() == nil {
+			n.cfg.Logger.Warn("acquire the writer lease", "err", err)
+		}
+		if errors.Is(err, eventstore.ErrLeaseHeld) {
+			*free = time.Time{}
+		}
+		return 0, false
+	}
+	if rev != 0 {
+		n.cfg.Logger.Info("took over the writer lease its holder abandoned", "revision", rev)
+	}
+	*free = time.Time{}
+	return term, true
+}
+
+// abandoned returns the revision of a lease that names a holder but that
+// this node has not seen renewed for a TTL since it first read that
+// revision, and since when it is abandoned; 0 otherwise. Its holder
+// stopped writing by then (eventstore.Lease.Valid), whatever the bucket
+// still shows: a new leader of the bucket expires it seconds after its
+// election, and a takeover need not wait for that.
+func (n *Node) abandoned() (uint64, time.Time) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	ttl := n.cfg.Lease.TTL()
+	if n.writer != nil || n.lease.Holder == "" || n.leaseSeen.IsZero() || time.Since(n.leaseSeen) <= ttl {
+		return 0, time.Time{}
+	}
+	return n.leaseRev, n.leaseSeen.Add(ttl)
+}
+
+// poll reads the stream's head, for the standby's lag, and the lease
+// itself: the watch tells of releases and expiries at once, but it can
+// stall without closing after a NATS leader change, and the forwarded
+// commands need the current term. It reports whether a holder was read.
+func (n *Node) poll(ctx context.Context) bool {
+	n.readHead(ctx)
+	r, err := n.cfg.Lease.Read(ctx)
+	if err != nil {
+		return false
+	}
+	n.noteLease(r)
+	return r.Holder != ""
+}
+
+// electedSubject is where JetStream announces each stream's new leader:
+// the chain's stream, the lease and high-water buckets among them.
+const electedSubject = eventstore.LeaderElectedPrefix + ">"
+
+// watchElections wakes the node's waits at every stream leader elected,
+// until the function it returns is called. Without the announcements
+// (a subscription refused) the node still works, at its bounds' pace.
+func (n *Node) watchElections() (stop func()) {
+	sub, err := n.cfg.Store.Conn().Subscribe(electedSubject, func(*nats.Msg) {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		close(n.elected)
+		n.elected = make(chan struct{})
+	})
+	if err != nil {
+		n.cfg.Logger.Warn("watch JetStream's leader elections", "err", err)
+		return func() {}
+	}
+	return func() { sub.Unsubscribe() }
+}
+
+// elections returns a channel closed at the next stream leader elected.
+func (n *Node) elections() <-chan struct{} {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.elected
 }
 
 // CaughtUpLagMax is how far behind the stream's head a standby's ledger
@@ -436,8 +549,12 @@ func (n *Node) moveLease(info eventstore.LeaseInfo) {
 	n.fwd.SetTerm(info.Term)
 }
 
-// readHead reads the stream's head, for the standby's lag.
+// readHead reads the stream's head, for the standby's lag. The read is
+// bounded as the lease's are: sent into the stream's election, it must
+// not hold the node's loop from the lease for the store's whole timeout.
 func (n *Node) readHead(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.Lease.TTL()/4)
+	defer cancel()
 	head, err := n.cfg.Store.LastSequence(ctx)
 	if err != nil {
 		return
@@ -467,7 +584,8 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 	go n.renew(lctx, lost)
 	var failing time.Time // since when the writer's opens have failed
 	for {
-		w, elog, err := n.openWriter(lctx)
+		elected := n.elections()
+		w, elog, err := n.openWriter(lctx, elected)
 		if err != nil {
 			if failing.IsZero() {
 				failing = time.Now()
@@ -482,7 +600,11 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 				return
 			}
 			log.Warn("could not open the writer; trying again", "err", err)
-			sleep(lctx, retryPause)
+			select {
+			case <-lctx.Done():
+			case <-elected:
+			case <-time.After(retryPause):
+			}
 			continue
 		}
 		failing = time.Time{}
@@ -513,14 +635,6 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 			log.Warn("writer stopped on an append; reopening it from the stream", "err", w.Err())
 			n.closeWriter(w, elog, svc, nil)
 		}
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) {
-	select {
-	case <-ctx.Done():
-	case <-time.After(d):
 	}
 }
 
@@ -568,8 +682,10 @@ func (n *Node) startFollower() *follower {
 // the tail past it) and starts a fresh follower, from the newest snapshot,
 // for the next takeover or reopen; that follower takes the writer's
 // snapshots when the writer took the ledger (a writer that loaded its own
-// start, the follower having none yet, keeps its own snapshotter).
-func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.EventLog, error) {
+// start, the follower having none yet, keeps its own snapshotter). The
+// event log's start reads give up when elected is closed: a leader was
+// elected meanwhile, and a try sent to it now is answered at once.
+func (n *Node) openWriter(ctx context.Context, elected <-chan struct{}) (*settlement.Writer, *settlement.EventLog, error) {
 	cfg := n.cfg.Writer
 	cfg.MayAnswer = n.leaseValid
 	cfg.Start = n.startingLedger()
@@ -578,7 +694,16 @@ func (n *Node) openWriter(ctx context.Context) (*settlement.Writer, *settlement.
 	// A read sent into a stream leader's election gets no answer: the
 	// lead loop tries again at once rather than wait the request timeout.
 	ccfg.StartReadMax = startReadMax
-	elog, err := settlement.OpenEventLog(ctx, n.cfg.Store, ccfg)
+	octx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-elected:
+			cancel()
+		case <-octx.Done():
+		}
+	}()
+	elog, err := settlement.OpenEventLog(octx, n.cfg.Store, ccfg)
+	cancel()
 	if err != nil {
 		// Nothing was applied to the ledger: the next try keeps it.
 		n.mu.Lock()

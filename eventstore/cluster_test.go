@@ -358,3 +358,120 @@ func TestASnapshotLoadRidesThroughAPassingOutage(t *testing.T) {
 		t.Fatalf("load through a passing outage: sequence %d, %q, skipped %v: %v", got, data, skipped, err)
 	}
 }
+
+// TestAnAppendInFlightWhenTheLeaderMovesIsSettledBeforeItsTimeout appends
+// one request after another through a committer whose request timeout is
+// long, while the stream's leader steps down and while the server the
+// committer is connected to stops: an answer lost with the old leader or
+// the old connection must not hold the writer for the whole timeout. Each
+// append is acknowledged or fails with its outcome unknown (the committer
+// then replaced) well within the timeout, at least one of them was caught
+// in flight by a move (the moves are repeated until one is), and every
+// acknowledged event is on the stream once.
+func TestAnAppendInFlightWhenTheLeaderMovesIsSettledBeforeItsTimeout(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	const timeout = 30 * time.Second
+	c := eventstoretest.StartCluster(t)
+	ctx := eventstoretest.Ctx(t, 5*time.Minute)
+	cfg := eventstore.Config{Stream: "MOVES", SubjectPrefix: "mv", RequestTimeout: timeout, Replicas: 3}
+	admin := openOn(t, c, cfg)
+	info, err := admin.Stream().Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The committer's server is not the stream's leader, and the leader
+	// never steps down to it: stopping the committer's server costs its
+	// connection, not an election.
+	via := (c.Index(info.Cluster.Leader) + 1) % len(c.Nodes)
+	// target is the server the leader steps down to: neither the
+	// committer's nor the leader itself.
+	target := func() string {
+		info, err := admin.Stream().Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range c.Nodes {
+			if n := fmt.Sprintf("n%d", i); i != via && n != info.Cluster.Leader {
+				return n
+			}
+		}
+		return ""
+	}
+	var s *eventstore.NATSStore
+	eventstoretest.Eventually(t, 30*time.Second, func() error {
+		s, err = eventstore.Connect(eventstoretest.Ctx(t, 15*time.Second), c.URL(via), cfg)
+		return err
+	})
+	t.Cleanup(func() { s.Close() })
+
+	var cm eventstore.Committer
+	acked := map[string]uint64{}
+	sent, caught := 0, 0
+	appendSome := func(n int) (slowest time.Duration) {
+		for range n {
+			if cm == nil || cm.Err() != nil {
+				eventstoretest.Eventually(t, 30*time.Second, func() error {
+					cm, err = s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
+					return err
+				})
+			}
+			ev := eventstoretest.Ev("test.A", "acct", "a", sent)
+			ev.ID = fmt.Sprintf("e%d", sent)
+			sent++
+			at := time.Now()
+			r := <-cm.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{ev}})
+			took := time.Since(at)
+			slowest = max(slowest, took)
+			// An append the move caught in flight fails with its outcome
+			// unknown, or is found on the stream after the committer's
+			// grace (a fraction of a second; an append takes milliseconds).
+			if r.Err != nil || took > 150*time.Millisecond {
+				caught++
+			}
+			switch {
+			case r.Err == nil:
+				acked[ev.ID] = r.Sequences[0]
+			case !errors.Is(r.Err, eventstore.ErrOutcomeUnknown) && cm.Err() == nil:
+				t.Fatalf("append: %v", r.Err)
+			}
+		}
+		return slowest
+	}
+	move := func(what string, fn func()) {
+		done := make(chan time.Duration)
+		go func() { done <- appendSome(200) }()
+		time.Sleep(50 * time.Millisecond) // let appends be in flight as it moves
+		fn()
+		if slowest := <-done; slowest >= timeout/3 {
+			t.Fatalf("%s: an append took %s, its answer awaited for most of the %s timeout", what, slowest.Round(time.Millisecond), timeout)
+		}
+	}
+	appendSome(20)
+	for try := 0; caught == 0 && try < 5; try++ {
+		move("the leader stepped down", func() {
+			if err := stepDownTo(admin, target()); err != nil {
+				t.Error(err)
+			}
+		})
+		move("the committer's server stopped", func() { c.Stop(via) })
+		c.Start(t, via)
+	}
+	if caught == 0 {
+		t.Fatal("no append was in flight as the leader or the connection moved, in 5 tries")
+	}
+
+	got := map[string]int{}
+	if _, err := admin.ReadFrom(ctx, 1, func(e eventstore.RecordedEvent) error {
+		got[e.ID]++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for id, seq := range acked {
+		if got[id] != 1 {
+			t.Errorf("acknowledged event %s at %d is on the stream %d times", id, seq, got[id])
+		}
+	}
+}

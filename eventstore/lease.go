@@ -166,11 +166,32 @@ func (l *Lease) TTL() time.Duration { return l.cfg.TTL }
 // returns ErrLeaseHeld when another node (or this one, through another
 // handle) holds it, or the server's error.
 func (l *Lease) Acquire(ctx context.Context) (uint64, error) {
+	return l.acquire(ctx, 0)
+}
+
+// TakeOver takes a lease its holder abandoned: held under revision rev,
+// which the caller has not seen renewed for a TTL (its holder stopped
+// writing by then, see Valid), while the bucket still shows it: a bucket
+// whose leader was lost expires it only once a new leader gets to it. The
+// write is conditional on rev: a renewal the caller did not see makes it
+// ErrLeaseHeld.
+func (l *Lease) TakeOver(ctx context.Context, rev uint64) (uint64, error) {
+	return l.acquire(ctx, rev)
+}
+
+// acquire writes this handle's lease, created (over nothing, or over a
+// release or expiry marker) when rev is 0, else over revision rev.
+func (l *Lease) acquire(ctx context.Context, rev uint64) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
 	defer cancel()
 	sent := time.Now()
 	value, _ := json.Marshal(LeaseInfo{Holder: l.cfg.Holder})
-	rev, err := l.kv.Create(ctx, l.chain, value)
+	var err error
+	if rev == 0 {
+		rev, err = l.kv.Create(ctx, l.chain, value)
+	} else {
+		rev, err = l.kv.Update(ctx, l.chain, value, rev)
+	}
 	var apiErr *jetstream.APIError
 	// A create over a release or expiry marker is an update on the marker's
 	// revision, which another node may have won first: wrong last sequence.

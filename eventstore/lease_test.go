@@ -120,6 +120,45 @@ func TestLeaseExpiresAndWatchTells(t *testing.T) {
 	}
 }
 
+// TestLeaseTakeOverIsConditionalOnTheRevisionRead: a takeover over the
+// revision a standby read succeeds only while nobody wrote the lease since:
+// a renewal it did not see keeps the holder's lease, and a takeover over
+// the current revision makes the old holder's next renewal fail.
+func TestLeaseTakeOverIsConditionalOnTheRevisionRead(t *testing.T) {
+	ls := openLeases(t, "a", "b")
+	a, b := ls[0], ls[1]
+	ctx := eventstoretest.Ctx(t, 20*time.Second)
+	if _, err := a.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	read, err := b.Read(ctx)
+	if err != nil || read.Holder != "a" {
+		t.Fatalf("read: %+v, %v; want holder a", read, err)
+	}
+	if err := a.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TakeOver(ctx, read.Revision); !errors.Is(err, eventstore.ErrLeaseHeld) {
+		t.Fatalf("takeover over a revision renewed since: got %v, want ErrLeaseHeld", err)
+	}
+	if read, err = b.Read(ctx); err != nil {
+		t.Fatal(err)
+	}
+	term, err := b.TakeOver(ctx, read.Revision)
+	if err != nil {
+		t.Fatalf("takeover over the current revision: %v", err)
+	}
+	if term <= read.Revision || b.Term() != term || !b.Valid() {
+		t.Fatalf("after the takeover: term %d (read at revision %d), handle's term %d, valid %v", term, read.Revision, b.Term(), b.Valid())
+	}
+	if err := a.Renew(ctx); !errors.Is(err, eventstore.ErrLeaseLost) {
+		t.Fatalf("the old holder's renewal after a takeover: got %v, want ErrLeaseLost", err)
+	}
+	if info, err := a.Info(ctx); err != nil || info != (eventstore.LeaseInfo{Holder: "b", Term: term}) {
+		t.Fatalf("lease after the takeover: %+v, %v; want b at term %d", info, err, term)
+	}
+}
+
 // TestLeaseReleaseKeepsOthers: releasing a lease already taken by another
 // node leaves that node's lease alone.
 func TestLeaseReleaseKeepsOthers(t *testing.T) {

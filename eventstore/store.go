@@ -39,6 +39,11 @@ const (
 	errCodeStreamNotMatch            = 10060 // expected stream does not match
 )
 
+// LeaderElectedPrefix begins the subject on which JetStream announces a
+// stream's new leader, the stream's name following: a request sent into
+// the election waits out its timeout, while the new leader answers at once.
+const LeaderElectedPrefix = "$JS.EVENT.ADVISORY.STREAM.LEADER_ELECTED."
+
 // Head is the position of the last event of a chain: what the next event
 // links to and what the next append is fenced on.
 type Head struct {

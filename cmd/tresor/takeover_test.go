@@ -155,6 +155,7 @@ func (c *standbyCluster) killStreamLeader(procs *natsProcs, js jetstream.JetStre
 	// The leader is read at the kill, not before the clients' load: a
 	// node restarted by the fault before may have taken it meanwhile.
 	leader := -1
+	marks := c.logMarks()
 	at, took := c.fault(fmt.Sprintf("kill -9 %d of the NATS node leading the stream", k), func() {
 		leader = procs.index(c.streamLeader(js))
 		procs.kill(leader)
@@ -180,8 +181,11 @@ func (c *standbyCluster) killStreamLeader(procs *natsProcs, js jetstream.JetStre
 	}
 	slices.Sort(others)
 	share = at.Add(took).Sub(needed)
-	c.t.Logf("kill -9 %d of n%d: new stream leader elected %s after the kill, the last that a writer needs %s; first command acknowledged %s after it (leaders elected after the kill: %s)",
-		k, leader, elected.Sub(at).Round(time.Millisecond), needed.Sub(at).Round(time.Millisecond), share.Round(time.Millisecond), strings.Join(others, ", "))
+	c.t.Logf("kill -9 %d of n%d at %s: new stream leader elected %s after the kill, the last that a writer needs %s; first command acknowledged %s after it (leaders elected after the kill: %s)",
+		k, leader, at.UTC().Format("15:04:05.000"), elected.Sub(at).Round(time.Millisecond), needed.Sub(at).Round(time.Millisecond), share.Round(time.Millisecond), strings.Join(others, ", "))
+	if measuring() {
+		c.logTakeover(marks)
+	}
 	if measuring() && share > takeoverAfterElectionMax {
 		c.t.Errorf("kill -9 %d of the stream's leader: first command acknowledged %s after JetStream's elections, more than %s",
 			k, share.Round(time.Millisecond), takeoverAfterElectionMax)
@@ -249,6 +253,7 @@ func (c *standbyCluster) rollingNATSRestart(procs *natsProcs, js jetstream.JetSt
 	c.t.Helper()
 	for i := range 3 {
 		name := fmt.Sprintf("n%d", i)
+		marks := c.logMarks()
 		at := time.Now()
 		eventstoretest.Eventually(c.t, 30*time.Second, func() error {
 			led := procs.ledBy(js, name)
@@ -273,6 +278,9 @@ func (c *standbyCluster) rollingNATSRestart(procs *natsProcs, js jetstream.JetSt
 			return nil
 		})
 		c.t.Logf("NATS node %s restarted: writes stopped for %s at most", name, c.run.journal.stall(at, next).Round(time.Millisecond))
+		if measuring() {
+			c.logTakeover(marks)
+		}
 	}
 }
 
@@ -299,6 +307,22 @@ func (c *standbyCluster) logMarks() map[*server]int {
 		marks[n] = len(n.logs.String())
 	}
 	return marks
+}
+
+// takeoverLine is a serve's log line that tells of its writer's part in a
+// takeover.
+var takeoverLine = regexp.MustCompile(`writer|lease|ledger rebuilt`)
+
+// logTakeover logs the serves' lines about their writers since marks, so
+// that a measuring run shows where Tresor's share went.
+func (c *standbyCluster) logTakeover(marks map[*server]int) {
+	for i, n := range c.nodes {
+		for _, line := range strings.Split(n.logs.String()[marks[n]:], "\n") {
+			if takeoverLine.MatchString(line) {
+				c.t.Logf("serve %d: %s", i, line)
+			}
+		}
+	}
 }
 
 // noFullReplay checks the logs of the serves running now, from marks for
