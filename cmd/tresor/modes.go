@@ -22,7 +22,7 @@ type mode interface {
 	watch(p *program)
 	// openWriter opens what takes commands and opens the gate to it.
 	openWriter(ctx context.Context, p *program) error
-	// awaitStop waits for the first reason to stop (awaitStop).
+	// awaitStop waits for the first reason to stop (program.awaitStop).
 	awaitStop(ctx context.Context, p *program) error
 	// closeWriter stops what openWriter opened and returns failed, or
 	// why the stop itself failed.
@@ -69,7 +69,7 @@ func (e *embedded) openWriter(ctx context.Context, p *program) error {
 // once rather than at the write's timeout.
 func (e *embedded) awaitStop(ctx context.Context, p *program) error {
 	w, fr := e.w, p.run.fr
-	return awaitStop(ctx, p.log, fr, p.projector.done, w.Done(), func() error { return fmt.Errorf("settlement writer: %w", w.Err()) },
+	return p.awaitStop(ctx, w.Done(), func() error { return fmt.Errorf("settlement writer: %w", w.Err()) },
 		storeWatch{p.st.embedded.WriteFailed(), p.st.embedded.WriteErr, func() {
 			fr.handle(api.Unavailable(p.pages, func() string { return diskFullReason(p.cfg) }))
 		}, func() bool {
@@ -148,7 +148,7 @@ func (c *clusterNode) openWriter(ctx context.Context, p *program) error {
 // awaitStop never stops for the node's writer; it stops for a node whose
 // name another process claimed while it was cut off: two ran as one node.
 func (c *clusterNode) awaitStop(ctx context.Context, p *program) error {
-	return awaitStop(ctx, p.log, p.run.fr, p.projector.done, c.claim.Taken(), c.claim.Err, storeWatch{})
+	return p.awaitStop(ctx, c.claim.Taken(), c.claim.Err, storeWatch{})
 }
 
 func (c *clusterNode) closeWriter(_ *program, failed error) error {

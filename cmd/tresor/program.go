@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"sync/atomic"
@@ -92,6 +94,47 @@ func (p *program) open(ctx context.Context) error {
 // wait returns the first reason to stop (awaitStop): nil for a requested
 // stop.
 func (p *program) wait(ctx context.Context) error { return p.mode.awaitStop(ctx, p) }
+
+// awaitStop waits for the first reason to stop: the HTTP server or the
+// projections failing, done closed (the embedded writer stopping, a node's
+// name taken; why says what failed), the store refusing a write, or ctx;
+// then it shuts the HTTP server down, but for a full disk: then the HTTP
+// server answers unavailable while the rest stops and serve waits for
+// space. It returns what failed, nil for a requested stop.
+func (p *program) awaitStop(ctx context.Context, done <-chan struct{}, why func() error, store storeWatch) error {
+	failed := store.cause(p.awaitFirst(ctx, done, why, store))
+	if errors.Is(failed, eventstore.ErrNoSpace) {
+		p.log.Error("stopping the writer: the store refused a write", "err", failed)
+		store.hold()
+		return failed
+	}
+	if failed != nil {
+		p.log.Error("stopping", "err", failed)
+	}
+	p.log.Info("shutting down")
+	if err := p.run.fr.shutdown(); err != nil && failed == nil {
+		failed = err
+	}
+	return failed
+}
+
+// awaitFirst waits for the first reason to stop among awaitStop's and
+// returns what failed, nil for ctx.
+func (p *program) awaitFirst(ctx context.Context, done <-chan struct{}, why func() error, store storeWatch) error {
+	select {
+	case <-p.run.fr.served:
+		return p.run.fr.failed()
+	case err := <-p.projector.done:
+		p.projector.done <- err
+		return fmt.Errorf("projections: %w", err)
+	case <-done:
+		return why()
+	case <-store.failed:
+		return store.err()
+	case <-ctx.Done():
+		return nil
+	}
+}
 
 // close closes what open opened, in reverse, and returns failed, or the
 // writer side's failure to close: the writer side (queued commands

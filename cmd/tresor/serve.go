@@ -176,48 +176,6 @@ func (s storeWatch) cause(failed error) error {
 	return failed
 }
 
-// awaitStop waits for the first reason to stop: the HTTP server or the
-// projections failing, done closed (the embedded writer stopping, a node's
-// name taken; why says what failed), the store refusing a write, or ctx;
-// then it shuts the HTTP server down, but for a full disk: then the HTTP
-// server answers unavailable while the rest stops and serve waits for
-// space. It returns what failed, nil for a requested stop.
-func awaitStop(ctx context.Context, log *slog.Logger, fr *front, runDone chan error,
-	done <-chan struct{}, why func() error, store storeWatch) error {
-	failed := store.cause(awaitFirst(ctx, fr, runDone, done, why, store))
-	if errors.Is(failed, eventstore.ErrNoSpace) {
-		log.Error("stopping the writer: the store refused a write", "err", failed)
-		store.hold()
-		return failed
-	}
-	if failed != nil {
-		log.Error("stopping", "err", failed)
-	}
-	log.Info("shutting down")
-	if err := fr.shutdown(); err != nil && failed == nil {
-		failed = err
-	}
-	return failed
-}
-
-// awaitFirst waits for the first reason to stop among awaitStop's and
-// returns what failed, nil for ctx.
-func awaitFirst(ctx context.Context, fr *front, runDone chan error, done <-chan struct{}, why func() error, store storeWatch) error {
-	select {
-	case <-fr.served:
-		return fr.failed()
-	case err := <-runDone:
-		runDone <- err
-		return fmt.Errorf("projections: %w", err)
-	case <-done:
-		return why()
-	case <-store.failed:
-		return store.err()
-	case <-ctx.Done():
-		return nil
-	}
-}
-
 // significantStore adapts the event store's significant-event log to the
 // API's SignificantStore.
 type significantStore struct{ log *eventstore.SignificantLog }
