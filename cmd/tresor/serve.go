@@ -21,7 +21,6 @@ import (
 	"github.com/fdj/tresor/projections/memstore"
 	"github.com/fdj/tresor/projections/pgstore"
 	"github.com/fdj/tresor/settlement"
-	"github.com/fdj/tresor/web"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -75,11 +74,7 @@ func newServeCmd() *cobra.Command {
 // rebuilds from it.
 func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	run := &serveRun{}
-	defer func() {
-		if run.fr != nil {
-			run.fr.shutdown()
-		}
-	}()
+	defer run.close()
 	for {
 		err := serveOnce(ctx, cfg, log, run)
 		if ctx.Err() != nil || !run.wrote || run.fr == nil || !errors.Is(err, eventstore.ErrNoSpace) {
@@ -99,11 +94,19 @@ type serveRun struct {
 	wrote bool
 }
 
-// serveOnce runs until ctx ends or its writer stops, then stops in the order
-// that loses nothing acknowledged: the HTTP server (in-flight requests
-// finish), the writer (queued commands commit), the committer (its closing
-// seal), the projections once they have applied all of it, the stream. A
-// stopped writer makes it return an error: exit status 1.
+// close shuts the HTTP server down, if one listens.
+func (r *serveRun) close() {
+	if r.fr != nil {
+		r.fr.shutdown()
+	}
+}
+
+// serveOnce runs the program until ctx ends or its writer stops, then stops
+// in the order that loses nothing acknowledged: the HTTP server (in-flight
+// requests finish), the writer (queued commands commit), the committer
+// (its closing seal), the projections once they have applied all of it, the
+// stream (program.close). A stopped writer makes it return an error: exit
+// status 1.
 //
 // It listens before the writer has rebuilt its state, so that health and
 // readiness answer during a long replay: every other endpoint answers 503
@@ -111,217 +114,30 @@ type serveRun struct {
 // listens before it opens anything (api.Opening meanwhile): each open may
 // wait for the cluster's quorum.
 func serveOnce(ctx context.Context, cfg *Config, log *slog.Logger, run *serveRun) error {
-	started := time.Now()
-	tokens, err := cfg.tokens(cfg.NATSURL == "")
+	p, err := newProgram(cfg, log, run)
 	if err != nil {
 		return err
 	}
-	rules, err := domain.DefaultRules()
-	if err != nil {
+	failed := p.open(ctx)
+	if failed == nil {
+		failed = p.wait(ctx)
+	}
+	if err := p.close(ctx, failed); !errors.Is(err, errStartEnded) {
 		return err
 	}
-	pages, err := web.New(rules)
-	if err != nil {
-		return err
-	}
-	run.pages = pages
-	// step is what the start is opening, the reason api.Opening gives.
-	var step atomic.Pointer[string]
-	opening := func(what string) { step.Store(&what) }
-	opening("the event stream")
-	fr := run.fr
-	var claim *eventstore.NameClaim
-	startListening := func() error {
-		opening := api.Opening(pages, func() string { return "opening " + *step.Load() })
-		if fr != nil {
-			fr.handle(opening)
-			return nil
-		}
-		fr, err = listen(cfg, log, opening)
-		run.fr = fr
-		return err
-	}
-	// The stream first on the embedded default: it locks the data
-	// directory, and a second serve refused there must touch nothing else,
-	// its port included. On a cluster the port first.
-	if cfg.NATSURL != "" {
-		if err := startListening(); err != nil {
-			return err
-		}
-	}
-	st, err := openStream(ctx, cfg, log)
-	if err != nil {
-		return startFailed(ctx, err)
-	}
-	defer st.Close()
-	log.Info("stream opened", "after", time.Since(started).Round(time.Millisecond))
-	if cfg.NATSURL == "" {
-		if err := startListening(); err != nil {
-			return err
-		}
-	} else {
-		opening("the claim on the node name")
-		claim, err = st.claimNodeName(ctx, cfg, log, started)
-		if err != nil {
-			return startFailed(ctx, err)
-		}
-		defer claim.Release(context.WithoutCancel(ctx))
-		if err := markClusterNode(cfg.Data, cfg.NodeName); err != nil {
-			return err
-		}
-	}
-	opening("the read models")
-	store, err := openProjections(ctx, cfg, rules)
-	if err != nil {
-		return startFailed(ctx, err)
-	}
-	defer store.Close()
-	opening("the snapshot bucket")
-	snaps, err := st.openSnapshots(ctx, cfg)
-	if err != nil {
-		return startFailed(ctx, err)
-	}
-	psnap := newProjectionSnapshots(snaps, store, rules, cfg, log)
-	gate := &writerGate{}
-	runner := projections.NewRunner(eventSource{store: st.store, log: log}, store)
-	rd := &readiness{gate: gate, runner: runner, conn: st.store.Conn(), claim: claim}
-	if st.embedded != nil {
-		gate.storeErr, rd.storeErr = st.embedded.WriteErr, st.embedded.WriteErr
-	}
-	if psnap != nil {
-		rd.rebuilding = psnap.store.Rebuilding
-	}
-	opening("the significant-event log")
-	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge,
-		MaxBytes: significantBytes(cfg), Logger: log})
-	if err != nil {
-		return startFailed(ctx, err)
-	}
-	significant := api.NewSignificant(significantStore{sigLog}, log)
-	sigCtx, stopSignificant := context.WithCancel(context.WithoutCancel(ctx))
-	sigDone := make(chan struct{})
-	go func() {
-		defer close(sigDone)
-		significant.Run(sigCtx)
-	}()
-	defer func() {
-		stopSignificant()
-		<-sigDone
-	}()
-	fr.handle(api.NewServer(api.Config{Writer: gate, Readiness: rd.state, Store: store, Runner: runner, Tokens: tokens, Logger: log, Pages: pages,
-		Significant: significant, Rules: rules, Clustered: cfg.NATSURL != "", RatePerSecond: cfg.TokenRate, RateBurst: cfg.TokenBurst}))
-	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
-	runDone := make(chan error, 1)
-	snapDone := make(chan struct{})
-	go func() {
-		// In memory, the read models start from their snapshot, then
-		// the runner applies what followed it.
-		if psnap != nil {
-			psnap.restore(runCtx)
-			go psnap.warm(runCtx, func() bool { return rd.state().Status == api.StatusReady })
-			go func() {
-				defer close(snapDone)
-				psnap.run(runCtx, runner.Applied)
-			}()
-		} else {
-			close(snapDone)
-		}
-		runDone <- runner.Run(runCtx)
-	}()
-	// stopRunner stops the projections; after a clean stop, the in-memory
-	// read models take a snapshot, so the next start applies nothing. On
-	// the embedded default it is stored unpaced: the server is this
-	// process's, its writer has stopped. A node of a cluster keeps the
-	// pace: a standby may be taking over on the same servers.
-	stopRunner := func(clean bool) {
-		cancelRun()
-		<-runDone
-		<-snapDone
-		if psnap != nil && clean {
-			psnap.save(ctx, cfg.NATSURL == "")
-		}
-	}
-
-	if cfg.NATSURL != "" {
-		return serveNode(ctx, cfg, log, st, store, fr, claim, gate, rd, runDone, stopRunner, started)
-	}
-	w, err := st.openWriter(ctx, cfg)
-	if err != nil {
-		fr.shutdown()
-		stopRunner(false)
-		return startFailed(ctx, err)
-	}
-	gate.open(w)
-	run.wrote = true
-	rd.target.Store(w.LastSeq())
-	log.Info("writer ready", "seq", w.LastSeq(), "after", time.Since(started).Round(time.Millisecond))
-	go rd.logWhenReady(runCtx, log, started)
-
-	// A stopped writer was fenced by another or cut off from the stream:
-	// every write would now fail. Exit, so that the supervisor restarts
-	// Tresor and the new writer rebuilds its state from the stream.
-	// A store that refused a write stops the writer too, at once rather
-	// than at the write's timeout.
-	failed := awaitStop(ctx, log, fr, runDone, w.Done(), func() error { return fmt.Errorf("settlement writer: %w", w.Err()) },
-		storeWatch{st.embedded.WriteFailed(), st.embedded.WriteErr, func() {
-			fr.handle(api.Unavailable(pages, func() string { return diskFullReason(cfg) }))
-		}, func() bool {
-			free, err := freeBytes(cfg.Data)
-			return err == nil && free < diskFullFreeMax
-		}})
-	w.Close()
-	if err := st.closeLog(); err != nil && failed == nil && w.Err() == nil {
-		failed = fmt.Errorf("close the event log: %w", err)
-	}
-	return stopped(ctx, log, st, store, stopRunner, failed)
+	return nil
 }
 
-// serveNode is serve on a NATS cluster: this process is one node among the
-// writers of the chain (cluster.Node), writer or standby as the lease
-// decides; a lost lease, a fenced writer or a lost NATS node sends it back
-// to standby, never out of the process. A graceful stop commits what the
-// writer was given, seals and releases the lease at once.
-func serveNode(ctx context.Context, cfg *Config, log *slog.Logger, st *stream, store projections.Store, fr *front, claim *eventstore.NameClaim,
-	gate *writerGate, rd *readiness, runDone chan error, stopRunner func(clean bool), started time.Time) error {
-	node, err := st.openNode(ctx, cfg, log)
-	if err == nil {
-		var head uint64
-		head, err = st.store.LastSequence(ctx)
-		rd.target.Store(head)
-	}
-	if err != nil {
-		fr.shutdown()
-		stopRunner(false)
-		return startFailed(ctx, err)
-	}
-	// Before the gate opens: state reads the node once it sees the
-	// writer side open.
-	rd.node = node
-	gate.open(node)
-	nodeCtx, stopNode := context.WithCancel(context.WithoutCancel(ctx))
-	nodeDone := make(chan struct{})
-	go func() {
-		defer close(nodeDone)
-		node.Run(nodeCtx)
-	}()
-	go rd.logWhenReady(nodeCtx, log, started)
-	log.Info("node started", "node", cfg.NodeName, "stream_head", rd.target.Load())
+// errStartEnded is a start that ctx ended: serveOnce returns nil for it.
+var errStartEnded = errors.New("serve stopped while it started")
 
-	// A node's writer never stops the process; a node whose name another
-	// process claimed while it was cut off does: two ran as one node.
-	failed := awaitStop(ctx, log, fr, runDone, claim.Taken(), claim.Err, storeWatch{})
-	stopNode()
-	<-nodeDone
-	return stopped(ctx, log, st, store, stopRunner, failed)
-}
-
-// startFailed is what serve returns when a step of its start failed with
-// err: nothing once ctx has ended (a SIGTERM while it waited for its stream,
-// or for a restarting cluster's leaders: it has written nothing, and a
-// supervisor stopping it should not read a failure), else err.
+// startFailed is what a step of serve's start returns when it failed with
+// err: errStartEnded once ctx has ended (a SIGTERM while it waited for its
+// stream, or for a restarting cluster's leaders: it has written nothing,
+// and a supervisor stopping it should not read a failure), else err.
 func startFailed(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
-		return nil
+		return errStartEnded
 	}
 	return err
 }
@@ -357,62 +173,6 @@ func (s storeWatch) cause(failed error) error {
 	if s.full != nil && s.full() {
 		return fmt.Errorf("%w: %w", eventstore.ErrNoSpace, failed)
 	}
-	return failed
-}
-
-// awaitStop waits for the first reason to stop: the HTTP server or the
-// projections failing, done closed (the embedded writer stopping, a node's
-// name taken; why says what failed), the store refusing a write, or ctx;
-// then it shuts the HTTP server down, but for a full disk: then the HTTP
-// server answers unavailable while the rest stops and serve waits for
-// space. It returns what failed, nil for a requested stop.
-func awaitStop(ctx context.Context, log *slog.Logger, fr *front, runDone chan error,
-	done <-chan struct{}, why func() error, store storeWatch) error {
-	failed := store.cause(awaitFirst(ctx, fr, runDone, done, why, store))
-	if errors.Is(failed, eventstore.ErrNoSpace) {
-		log.Error("stopping the writer: the store refused a write", "err", failed)
-		store.hold()
-		return failed
-	}
-	if failed != nil {
-		log.Error("stopping", "err", failed)
-	}
-	log.Info("shutting down")
-	if err := fr.shutdown(); err != nil && failed == nil {
-		failed = err
-	}
-	return failed
-}
-
-// awaitFirst waits for the first reason to stop among awaitStop's and
-// returns what failed, nil for ctx.
-func awaitFirst(ctx context.Context, fr *front, runDone chan error, done <-chan struct{}, why func() error, store storeWatch) error {
-	select {
-	case <-fr.served:
-		return fr.failed()
-	case err := <-runDone:
-		runDone <- err
-		return fmt.Errorf("projections: %w", err)
-	case <-done:
-		return why()
-	case <-store.failed:
-		return store.err()
-	case <-ctx.Done():
-		return nil
-	}
-}
-
-// stopped lets the projections apply the stream to its end (the closing
-// seal landed after the last command) when serve stops cleanly, so that an
-// audit of them finds nothing missing, then stops them.
-func stopped(ctx context.Context, log *slog.Logger, st *stream, store projections.Store, stopRunner func(clean bool), failed error) error {
-	if failed == nil {
-		if err := catchUp(ctx, st, store); err != nil {
-			log.Warn("projections stopped before the end of the stream", "err", err)
-		}
-	}
-	stopRunner(failed == nil)
-	log.Info("stopped")
 	return failed
 }
 
