@@ -39,11 +39,11 @@ var (
 	// need a pace that stores them in seconds.
 	DefaultPace = Pace{BytesPerSecond: 16 << 20}
 	// WriterPace is the writer's snapshots' pace, a sixteenth of
-	// DefaultPace: taken every SnapshotEvery events while commands go on,
-	// they are stored while the writer is busiest. Each chunk crossing
-	// the server delays the commits in flight; sent less often, the
-	// chunks meet fewer commands. Within keeps a large ledger's store
-	// well inside SaveMax.
+	// DefaultPace: taken every settlement.Config.SnapshotEvery events
+	// while commands go on, they are stored while the writer is busiest.
+	// Each chunk crossing the server delays the commits in flight; sent
+	// less often, the chunks meet fewer commands. Within keeps a large
+	// ledger's store well inside SaveMax.
 	WriterPace = Pace{BytesPerSecond: 1 << 20, Within: 20 * time.Second}
 	// Unpaced is for a snapshot taken when nothing waits on the server
 	// (the closing snapshot of the embedded default, once its writer has
@@ -131,7 +131,8 @@ func NewPacedReader(ctx context.Context, rate int, data []byte) io.Reader {
 // held a whole processor, and on a machine with few cores every goroutine
 // a command goes through (the writer's loop, the committer, the server's)
 // waited for it. The price is a longer encoding, seconds for a large
-// ledger, which a snapshot every SnapshotEvery events affords.
+// ledger, which a snapshot every settlement.Config.SnapshotEvery events
+// affords.
 const encodeShareInverse = 16
 
 // encodeSliceMin is the least work between two rests: shorter sleeps
