@@ -112,7 +112,9 @@ vet:
 # import only the standard library (and decimal, and codec domain); eventstore and projections never import
 # each other; web imports only domain; nothing imports cmd; the finance
 # feed reads the stream through eventstore and domain only, never a read
-# model or the writer; the cluster does not import the API.
+# model or the writer; the cluster does not import the API; snapshot
+# imports only eventstore of Tresor's packages (what a snapshot holds is
+# its owner's format, never its own).
 imports:
 	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./domain ./domain/codec | \
 		grep -v -x -e 'github.com/fdj/tresor/domain' -e 'github.com/fdj/tresor/domain/codec' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
@@ -130,6 +132,9 @@ imports:
 		echo "feed imports projections, api, settlement or audit (it reads the stream through eventstore, builds with domain)"; exit 1; fi
 	@if $(GO) list -deps ./cluster | grep -q '^github.com/fdj/tresor/api$$'; then \
 		echo "cluster imports api (its writer side speaks settlement's errors)"; exit 1; fi
+	@bad=$$($(GO) list -deps -f '{{.ImportPath}}' ./snapshot | grep '^github.com/fdj/tresor/' | \
+		grep -v -x -e 'github.com/fdj/tresor/snapshot' -e 'github.com/fdj/tresor/eventstore' || true); \
+	if [ -n "$$bad" ]; then echo "snapshot imports more of Tresor than eventstore:"; echo "$$bad"; exit 1; fi
 	@echo "imports: ok"
 
 clean:

@@ -12,6 +12,7 @@ import (
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/settlement"
+	"github.com/fdj/tresor/snapshot"
 )
 
 // follower keeps a ledger current by applying the stream's events as they
@@ -151,7 +152,7 @@ func (f *follower) apply(r eventstore.RecordedEvent) error {
 	return nil
 }
 
-// takeSnapshots takes a snapshot when one is due (settlement.SnapshotDue)
+// takeSnapshots takes a snapshot when one is due (snapshot.Due)
 // and snapshotting says so, until ctx ends. The ledger is encoded under
 // the follower's lock (the read waits, the writer does not), then stored
 // outside it.
@@ -171,7 +172,7 @@ func (f *follower) takeSnapshots(ctx context.Context) {
 		if seq, data, encoded, ok := f.encode(); ok {
 			// A stop cuts the store short: at the writer's pace it
 			// would wait for it (12 s for 12 MB).
-			settlement.StoreSnapshot(ctx, f.cfg.Snapshots, f.log, seq, data, encoded)
+			snapshot.Save(ctx, f.cfg.Snapshots, f.log, seq, data, encoded)
 		}
 	}
 }
@@ -180,11 +181,11 @@ func (f *follower) takeSnapshots(ctx context.Context) {
 func (f *follower) encode() (uint64, []byte, time.Duration, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.taken || f.err != nil || f.seq == 0 || !settlement.SnapshotDue(f.cfg, f.since, f.snapAt) {
+	if f.taken || f.err != nil || f.seq == 0 || !snapshot.Due(f.cfg.SnapshotEvery, f.cfg.SnapshotInterval, f.since, f.snapAt) {
 		return 0, nil, 0, false
 	}
 	start := time.Now()
-	enc := domain.LedgerEncoder{Pause: settlement.YieldingPause()}
+	enc := domain.LedgerEncoder{Pause: snapshot.YieldingPause()}
 	data, err := enc.Encode(f.ledger)
 	f.since, f.snapAt = 0, time.Now()
 	if err != nil {

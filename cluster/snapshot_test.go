@@ -16,6 +16,7 @@ import (
 	"github.com/fdj/tresor/eventstore/eventstoretest"
 	"github.com/fdj/tresor/projections/projectionstest"
 	"github.com/fdj/tresor/settlement"
+	"github.com/fdj/tresor/snapshot"
 )
 
 // snapWorld is one nats-server whose nodes decide under small blocks (12
@@ -23,7 +24,7 @@ import (
 type snapWorld struct {
 	url   string
 	store *eventstore.NATSStore
-	snaps *eventstore.Snapshots
+	snaps *snapshot.Bucket
 	rules *domain.RuleSet
 }
 
@@ -37,7 +38,7 @@ func startSnapWorld(t testing.TB, keep int) *snapWorld {
 	w := &snapWorld{url: srv.ClientURL(), rules: projectionstest.SmallRules(t)}
 	w.store = openStore(t, w.url, 1)
 	cfg := writerConfig(t)
-	w.snaps, err = w.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: cfg.Sealer.SnapshotKey(), Keep: keep})
+	w.snaps, err = snapshot.Open(eventstoretest.Ctx(t, time.Minute), w.store, snapshot.Config{Key: cfg.Sealer.SnapshotKey(), Keep: keep})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +71,7 @@ func (w *snapWorld) latest(t testing.TB) uint64 {
 	var seq uint64
 	eventstoretest.Eventually(t, 30*time.Second, func() error {
 		meta, _, err := w.snaps.Latest(eventstoretest.Ctx(t, 3*time.Second), settlement.SnapshotKind, settlement.Chain)
-		if errors.Is(err, eventstore.ErrNoSnapshot) {
+		if errors.Is(err, snapshot.ErrNotFound) {
 			seq = 0
 			return nil
 		}
@@ -365,24 +366,24 @@ func TestAStandbyFromASnapshotReplaysOnlyTheTail(t *testing.T) {
 func TestAStandbyIgnoresABadSnapshot(t *testing.T) {
 	for _, c := range []struct {
 		name, reason string
-		tamper       func(t *testing.T, w *snapWorld, meta eventstore.SnapshotMeta, data []byte) error
+		tamper       func(t *testing.T, w *snapWorld, meta snapshot.Meta, data []byte) error
 	}{
-		{"forged", "authentication fails", func(t *testing.T, w *snapWorld, meta eventstore.SnapshotMeta, data []byte) error {
+		{"forged", "authentication fails", func(t *testing.T, w *snapWorld, meta snapshot.Meta, data []byte) error {
 			forged := bytes.Replace(data, []byte(`"balance":"`), []byte(`"balance":"9`), 1)
 			if bytes.Equal(forged, data) {
 				t.Fatal("no balance to change")
 			}
-			snaps, err := w.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: bytes.Repeat([]byte{1}, 32)})
+			snaps, err := snapshot.Open(eventstoretest.Ctx(t, time.Minute), w.store, snapshot.Config{Key: bytes.Repeat([]byte{1}, 32)})
 			if err != nil {
 				return err
 			}
 			return snaps.Put(eventstoretest.Ctx(t, time.Minute), meta, forged)
 		}},
-		{"wrong head", "the snapshot names", func(t *testing.T, w *snapWorld, meta eventstore.SnapshotMeta, data []byte) error {
+		{"wrong head", "the snapshot names", func(t *testing.T, w *snapWorld, meta snapshot.Meta, data []byte) error {
 			meta.Head[0] ^= 1
 			return w.snaps.Put(eventstoretest.Ctx(t, time.Minute), meta, data)
 		}},
-		{"another rule set", "rule set", func(t *testing.T, w *snapWorld, meta eventstore.SnapshotMeta, data []byte) error {
+		{"another rule set", "rule set", func(t *testing.T, w *snapWorld, meta snapshot.Meta, data []byte) error {
 			meta.RuleSet = "another-rule-set"
 			return w.snaps.Put(eventstoretest.Ctx(t, time.Minute), meta, data)
 		}},

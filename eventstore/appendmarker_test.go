@@ -21,9 +21,9 @@ import (
 // append of its own; and an export without the field, as written before it
 // existed, reads and verifies the same but for the grouping.
 func TestAppendMarkerRoundTrips(t *testing.T) {
-	srv := runEmbedded(t, t.TempDir())
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
-	store := openStore(t, srv, eventstore.Config{})
+	store := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{})
 	pub, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)

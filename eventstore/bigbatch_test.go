@@ -18,7 +18,7 @@ import (
 // back over a whole big batch, within what a verifier accepts. A request
 // itself still holds at most BatchEventsMax-1 events.
 func TestCommitterBatchesAboveServerDefault(t *testing.T) {
-	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	s := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
 	// The first batch is held at the sender for a while, so that what is
 	// submitted meanwhile fills the next ones whatever the machine's pace
@@ -57,7 +57,7 @@ func TestSealsStayVerifiableWithManyEventsInFlight(t *testing.T) {
 		{BatchEventsMax: eventstore.BatchEventsMax, PipelineDepth: 8},
 		{BatchEventsMax: 2 * eventstore.BatchEventsMax, PipelineDepth: 4},
 	} {
-		s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+		s := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 		sealedUnderLoad(t, s, cfg)
 	}
 }
@@ -101,7 +101,7 @@ func sealedUnderLoad(t *testing.T, s eventstore.Store, cfg eventstore.CommitterC
 // TestCommitterBatchEventsMaxBounds checks the limits of a committer's
 // batch: at most CommitBatchEventsMax, at any depth.
 func TestCommitterBatchEventsMaxBounds(t *testing.T) {
-	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	s := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, 30*time.Second)
 	for _, tc := range []struct {
 		cfg eventstore.CommitterConfig

@@ -1,6 +1,7 @@
 package eventstore_test
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/snapshot"
 	"github.com/nats-io/nats.go"
 )
 
@@ -26,7 +28,7 @@ func TestClusterLeaderLoss(t *testing.T) {
 	}
 	c := eventstoretest.StartCluster(t)
 	cfg := eventstore.Config{Stream: "LEADERLOSS", SubjectPrefix: "ll", RequestTimeout: 4 * time.Second}
-	s := openOn(t, c, cfg)
+	s := eventstoretest.OpenOnCluster(t, c, cfg)
 	ctx := eventstoretest.Ctx(t, 90*time.Second)
 
 	var (
@@ -277,14 +279,22 @@ func TestOpeningWaitsForTheClustersQuorum(t *testing.T) {
 	c := eventstoretest.StartCluster(t)
 	ctx := eventstoretest.Ctx(t, 2*time.Minute)
 	cfg := eventstore.Config{Stream: "QUORUM", SubjectPrefix: "quorum", RequestTimeout: time.Second}
-	s := openOn(t, c, cfg)
-	seq, head := oneEventHead(t, s)
-	scfg := eventstore.SnapshotConfig{Key: snapKey}
-	snaps, err := s.OpenSnapshots(ctx, scfg)
+	s := eventstoretest.OpenOnCluster(t, c, cfg)
+	seqs, err := s.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: seq, Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
+	seq := seqs[0]
+	head, err := s.HeadAt(ctx, "c1", seq)
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg := snapshot.Config{Key: bytes.Repeat([]byte{7}, 32)}
+	snaps, err := snapshot.Open(ctx, s, scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := snapshot.Meta{Kind: "writer", Chain: "c1", Sequence: seq, Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
 	// (the bucket's stream was just created: its leader's interest may
 	// not have reached this connection's server yet)
 	eventstoretest.Eventually(t, 10*time.Second, func() error { return snaps.Put(ctx, meta, []byte("state")) })
@@ -299,7 +309,7 @@ func TestOpeningWaitsForTheClustersQuorum(t *testing.T) {
 		cfg.Replicas = 3
 		second, errs[0] = eventstore.Connect(ctx, c.URLs(), cfg)
 	})
-	wg.Go(func() { snaps, errs[1] = s.OpenSnapshots(ctx, scfg) })
+	wg.Go(func() { snaps, errs[1] = snapshot.Open(ctx, s, scfg) })
 	wg.Go(func() {
 		_, errs[2] = eventstore.OpenSignificantLog(ctx, s.Conn(), eventstore.SignificantConfig{Replicas: 3, RequestTimeout: time.Second})
 	})
@@ -330,35 +340,6 @@ func TestOpeningWaitsForTheClustersQuorum(t *testing.T) {
 	}
 }
 
-// A snapshot load that meets a passing error — the cluster without its
-// quorum for a moment, every request timing out — tries again within its
-// bound and loads the snapshot, instead of giving it up (a start would
-// then replay the whole history).
-func TestASnapshotLoadRidesThroughAPassingOutage(t *testing.T) {
-	if testing.Short() {
-		t.Skip("3-node cluster: skipped in -short")
-	}
-	c := eventstoretest.StartCluster(t)
-	ctx := eventstoretest.Ctx(t, 2*time.Minute)
-	s := openOn(t, c, eventstore.Config{Stream: "PASSING", SubjectPrefix: "passing", RequestTimeout: time.Second})
-	seq, head := oneEventHead(t, s)
-	snaps, err := s.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey})
-	if err != nil {
-		t.Fatal(err)
-	}
-	meta := eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: seq, ChainSeq: head.ChainSeq, Head: head.Hash, Format: 1, RuleSet: "r",
-		CreatedAt: time.Now().UTC()}
-	eventstoretest.Eventually(t, 10*time.Second, func() error { return snaps.Put(ctx, meta, []byte("state")) })
-	c.Stop(1)
-	c.Stop(2)
-	back := c.StartAfter(t, 1500*time.Millisecond, 1, 2)
-	got, data, skipped, err := snaps.Slot("writer", "c1", 1, "r").Load(ctx)
-	back()
-	if err != nil || got != seq || string(data) != "state" || len(skipped) != 0 {
-		t.Fatalf("load through a passing outage: sequence %d, %q, skipped %v: %v", got, data, skipped, err)
-	}
-}
-
 // TestAnAppendInFlightWhenTheLeaderMovesIsSettledBeforeItsTimeout appends
 // one request after another through a committer whose request timeout is
 // long, while the stream's leader steps down and while the server the
@@ -376,7 +357,7 @@ func TestAnAppendInFlightWhenTheLeaderMovesIsSettledBeforeItsTimeout(t *testing.
 	c := eventstoretest.StartCluster(t)
 	ctx := eventstoretest.Ctx(t, 5*time.Minute)
 	cfg := eventstore.Config{Stream: "MOVES", SubjectPrefix: "mv", RequestTimeout: timeout, Replicas: 3}
-	admin := openOn(t, c, cfg)
+	admin := eventstoretest.OpenOnCluster(t, c, cfg)
 	info, err := admin.Stream().Info(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -92,7 +92,7 @@ func TestADamagedReplicaLosesNoAcknowledgedEvent(t *testing.T) {
 func damageOneReplica(t *testing.T, role string, d blockDamage) {
 	c := eventstoretest.StartCluster(t)
 	cfg := eventstore.Config{Stream: "DISK", SubjectPrefix: "disk", RequestTimeout: 2 * time.Second}
-	s := openOn(t, c, cfg)
+	s := eventstoretest.OpenOnCluster(t, c, cfg)
 	acked, mark := appendAcknowledged(t, s, 100)
 	for i := range c.Nodes {
 		waitLocalState(t, c, i, cfg.Stream, mark.Sequence, mark.Sequence)

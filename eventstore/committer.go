@@ -73,7 +73,7 @@ type CommitterConfig struct {
 	// Evidence, before it starts (see startHead).
 	HighWater HighWater
 	// Evidence lists further positions the stream must hold: the newest
-	// snapshots' manifests.
+	// snapshots' manifests (snapshot.Bucket.Evidence).
 	Evidence []Evidence
 	// StartReadMax, when set, bounds the reads of NewCommitter's start
 	// (the chain's head, the evidence, the last seal) together, below the

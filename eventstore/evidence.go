@@ -135,59 +135,6 @@ func (s *NATSStore) holes(ctx context.Context) (uint64, error) {
 	return uint64(st.NumDeleted) + (st.FirstSeq - 1), nil
 }
 
-// Evidence returns, for each kind of snapshot of chain in the bucket, the
-// position named by its newest manifest that authenticates, whether or not
-// its data is still whole: a snapshot is stored only after the events it
-// covers were acknowledged. A passing error (ErrSnapshotUnavailable) is
-// tried again, as a load does, before it is returned.
-func (s *Snapshots) Evidence(ctx context.Context, chain string) (out []Evidence, err error) {
-	err = s.retryPassing(ctx, "snapshots' positions", func() error {
-		out, err = s.evidence(ctx, chain)
-		return err
-	})
-	return out, err
-}
-
-// evidence is one try of Evidence.
-func (s *Snapshots) evidence(ctx context.Context, chain string) ([]Evidence, error) {
-	names, err := s.objectNames(ctx)
-	if err != nil {
-		if passing(err) {
-			err = fmt.Errorf("%w: %w", ErrSnapshotUnavailable, err)
-		}
-		return nil, err
-	}
-	slices.Sort(names)
-	var out []Evidence
-	seen := map[string]bool{}
-	for i := len(names) - 1; i >= 0; i-- {
-		kind, rest, ok := strings.Cut(names[i], ".")
-		if !ok || seen[kind] || len(manifestNames(names[i:i+1], kind, chain)) == 0 || rest == "" {
-			continue
-		}
-		info, err := s.info(ctx, names[i])
-		if errors.Is(err, jetstream.ErrObjectNotFound) {
-			continue
-		}
-		var m *snapshotManifest
-		if err == nil {
-			m, err = s.manifest(ctx, names[i], info)
-		} else {
-			err = refused(err, "snapshot %s", names[i])
-		}
-		if errors.Is(err, ErrSnapshotUnavailable) {
-			return nil, err
-		}
-		if err != nil {
-			// Not authenticated, not ours to trust: no evidence.
-			continue
-		}
-		seen[kind] = true
-		out = append(out, Evidence{Source: "snapshot " + names[i], Head: Head{Sequence: m.Sequence, ChainSeq: m.ChainSeq, Hash: m.Head}})
-	}
-	return out, nil
-}
-
 // startHead is the head a committer starts on: the chain's, once checked
 // against the evidence (cfg.Evidence and the high-water mark), a torn
 // append at its end voided. It returns a *TruncatedError for a stream that

@@ -52,8 +52,8 @@ func markAt(tb testing.TB, mark eventstore.Head) *eventstore.HighWaterFile {
 // or holds another event where the evidence names one; it names each
 // piece it fails.
 func TestACommitterStartsOnlyOnAStreamThatHoldsItsEvidence(t *testing.T) {
-	srv := runEmbedded(t, t.TempDir())
-	store := openStore(t, srv, eventstore.Config{})
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
+	store := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{})
 	head := appendPairs(t, store, 3)
 	past := eventstore.Head{Sequence: head.Sequence + 4, ChainSeq: head.ChainSeq + 4}
 	other := head
@@ -127,8 +127,8 @@ func tearAppend(tb testing.TB, store *eventstore.NATSStore, head eventstore.Head
 // ends before it voids it and goes on, readers then see its events marked
 // Voided, and the Void; a writer whose evidence covers it refuses to start.
 func TestATornAppendIsVoidedNeverApplied(t *testing.T) {
-	srv := runEmbedded(t, t.TempDir())
-	store := openStore(t, srv, eventstore.Config{})
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
+	store := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
 	head := appendPairs(t, store, 2)
 	torn := tearAppend(t, store, head)

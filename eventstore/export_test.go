@@ -241,9 +241,9 @@ func exportStored(tb testing.TB, store *eventstore.NATSStore, from, to uint64) [
 // every hash recomputes and that a Verifier accepts the whole file, seals
 // included; an export in two ranges is the same file.
 func TestExportRoundTripOfARealStream(t *testing.T) {
-	srv := runEmbedded(t, t.TempDir())
-	pub := writeRealStream(t, openStore(t, srv, eventstore.Config{}), 300)
-	reader := openStore(t, srv, eventstore.Config{ReadOnly: true})
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
+	pub := writeRealStream(t, eventstoretest.OpenEmbedded(t, srv, eventstore.Config{}), 300)
+	reader := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{ReadOnly: true})
 	want := eventstoretest.ReadAll(t, reader)
 	last := want[len(want)-1].Sequence
 	file := exportStored(t, reader, 1, last)
@@ -281,9 +281,9 @@ func TestExportRoundTripOfARealStream(t *testing.T) {
 // store's back: reading with verification stops at it, the export carries
 // it as stored, and a Verifier over the file names its sequence.
 func TestExportCarriesATamperedEventForTheAuditor(t *testing.T) {
-	srv := runEmbedded(t, t.TempDir())
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
-	store := openStore(t, srv, eventstore.Config{})
+	store := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{})
 	if _, err := store.Append(ctx, "s0", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("test.A", "acct", "a1", 1)}}); err != nil {
 		t.Fatal(err)
 	}
@@ -307,7 +307,7 @@ func TestExportCarriesATamperedEventForTheAuditor(t *testing.T) {
 // no stream exists (an error, and still no stream), then on an existing
 // stream, where every write is refused.
 func TestReadOnlyStoreCreatesAndWritesNothing(t *testing.T) {
-	srv := runEmbedded(t, t.TempDir())
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
 	for range 2 { // the second open proves that the first created nothing
 		if _, err := srv.Open(ctx, eventstore.Config{ReadOnly: true}); !errors.Is(err, jetstream.ErrStreamNotFound) ||
@@ -315,11 +315,11 @@ func TestReadOnlyStoreCreatesAndWritesNothing(t *testing.T) {
 			t.Fatalf("read-only open without a stream: %v", err)
 		}
 	}
-	writer := openStore(t, srv, eventstore.Config{})
+	writer := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{})
 	if _, err := writer.Append(ctx, "s0", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("test.A", "acct", "a1", 1)}}); err != nil {
 		t.Fatal(err)
 	}
-	reader := openStore(t, srv, eventstore.Config{ReadOnly: true})
+	reader := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{ReadOnly: true})
 	if _, err := reader.Append(ctx, "s0", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("test.A", "acct", "a1", 2)}}); !errors.Is(err, eventstore.ErrReadOnly) {
 		t.Fatalf("read-only append: %v", err)
 	}
@@ -343,8 +343,8 @@ func TestReadOnlyStoreCreatesAndWritesNothing(t *testing.T) {
 // are events/s and x_raw their ratio to the raw read. Run it with
 // -benchtime 1x.
 func BenchmarkExport(b *testing.B) {
-	srv := runEmbedded(b, b.TempDir())
-	store := openStore(b, srv, eventstore.Config{})
+	srv := eventstoretest.RunEmbedded(b, b.TempDir())
+	store := eventstoretest.OpenEmbedded(b, srv, eventstore.Config{})
 	committerPipelined(b, store, "s0", 200_000)
 	ctx := context.Background()
 	last, err := store.LastSequence(ctx)

@@ -11,17 +11,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// runEmbedded starts an embedded server on a fresh directory.
-func runEmbedded(tb testing.TB, dir string) *eventstore.EmbeddedServer {
-	tb.Helper()
-	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: dir})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(srv.Shutdown)
-	return srv
-}
-
 // forge publishes a copy of ev with another payload straight to the stream.
 func forge(tb testing.TB, store eventstore.Store, ev eventstore.RecordedEvent, payload []byte) uint64 {
 	tb.Helper()
@@ -70,51 +59,28 @@ func publishMarked(tb testing.TB, store eventstore.Store, ev eventstore.Recorded
 	return ack.Sequence
 }
 
-// openStore opens a store on srv, closed at cleanup.
-func openStore(tb testing.TB, srv *eventstore.EmbeddedServer, cfg eventstore.Config) *eventstore.NATSStore {
-	tb.Helper()
-	s, err := srv.Open(eventstoretest.Ctx(tb, 30*time.Second), cfg)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { s.Close() })
-	return s
-}
-
 // embeddedBackend runs the suite against one embedded server.
 func embeddedBackend(tb testing.TB) eventstoretest.Backend {
 	dir := tb.TempDir()
-	srv := runEmbedded(tb, dir)
+	srv := eventstoretest.RunEmbedded(tb, dir)
 	return eventstoretest.Backend{
 		Open: func(tb testing.TB, cfg eventstore.Config) eventstore.Store {
-			return openStore(tb, srv, cfg)
+			return eventstoretest.OpenEmbedded(tb, srv, cfg)
 		},
 		Forge: forge,
 		Restart: func(tb testing.TB) {
 			srv.Shutdown()
-			srv = runEmbedded(tb, dir)
+			srv = eventstoretest.RunEmbedded(tb, dir)
 		},
 	}
-}
-
-// openOn opens a store on cluster c, closed at cleanup.
-func openOn(tb testing.TB, c *eventstoretest.Cluster, cfg eventstore.Config) *eventstore.NATSStore {
-	tb.Helper()
-	cfg.Replicas = 3
-	var s *eventstore.NATSStore
-	eventstoretest.Eventually(tb, 30*time.Second, func() error {
-		var err error
-		s, err = eventstore.Connect(eventstoretest.Ctx(tb, 15*time.Second), c.URLs(), cfg)
-		return err
-	})
-	tb.Cleanup(func() { s.Close() })
-	return s
 }
 
 // clusterBackend runs the suite against cluster c.
 func clusterBackend(c *eventstoretest.Cluster) eventstoretest.Backend {
 	return eventstoretest.Backend{
-		Open:  func(tb testing.TB, cfg eventstore.Config) eventstore.Store { return openOn(tb, c, cfg) },
+		Open: func(tb testing.TB, cfg eventstore.Config) eventstore.Store {
+			return eventstoretest.OpenOnCluster(tb, c, cfg)
+		},
 		Forge: forge,
 		Restart: func(tb testing.TB) {
 			for i := range c.Nodes {

@@ -211,7 +211,7 @@ func (s *NATSStore) OpenHighWaterKV(ctx context.Context, chain string) (*HighWat
 	if err := ValidateChain(chain); err != nil {
 		return nil, err
 	}
-	kv, err := openPatiently(ctx, s.cfg.Logger, "bucket "+HighWaterBucket, func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := OpenPatiently(ctx, s.cfg.Logger, "bucket "+HighWaterBucket, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return s.js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: HighWaterBucket,
 			Description: "Tresor: the last acknowledged position of each chain, evidence of what the stream must hold",
 			History:     1, Storage: jetstream.FileStorage, Replicas: s.cfg.Replicas})

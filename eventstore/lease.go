@@ -129,7 +129,7 @@ func OpenLease(ctx context.Context, nc *nats.Conn, chain string, cfg LeaseConfig
 	// Creating the bucket may wait for a meta leader, and several nodes
 	// starting at once race to create it: look it up, create it when
 	// missing, and try again until one of them has.
-	kv, err := openPatiently(ctx, cfg.Logger, "lease bucket "+LeaseBucket, func(ctx context.Context) (jetstream.KeyValue, error) {
+	kv, err := OpenPatiently(ctx, cfg.Logger, "lease bucket "+LeaseBucket, func(ctx context.Context) (jetstream.KeyValue, error) {
 		return openLeaseBucket(ctx, js, cfg)
 	})
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 // openLeases opens one lease handle per holder on a fresh embedded server.
 func openLeases(tb testing.TB, holders ...string) []*eventstore.Lease {
 	tb.Helper()
-	srv := runEmbedded(tb, tb.TempDir())
+	srv := eventstoretest.RunEmbedded(tb, tb.TempDir())
 	var out []*eventstore.Lease
 	for _, h := range holders {
 		nc, err := srv.Conn()
@@ -185,7 +185,7 @@ func TestLeaseReleaseKeepsOthers(t *testing.T) {
 // it; released, it is claimed at once; its holder cut off from NATS (as
 // killed), it is claimed once the holder's claim has lapsed.
 func TestANodeNameIsClaimedByOneProcessAtATime(t *testing.T) {
-	srv := runEmbedded(t, t.TempDir())
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
 	conn := func() *nats.Conn {
 		nc, err := srv.Conn()
 		if err != nil {

@@ -48,7 +48,7 @@ type NameClaim struct {
 // Release. A name held by another process is waited for claimLapseTTLs
 // TTLs (a holder that died without releasing it), then refused with an
 // error wrapping ErrNameInUse; a server that does not answer (a cluster
-// without its quorum) is waited for as a stream is (openPatiently).
+// without its quorum) is waited for as a stream is (OpenPatiently).
 func ClaimName(ctx context.Context, nc *nats.Conn, name, instance string, cfg LeaseConfig) (*NameClaim, error) {
 	cfg.Holder = instance
 	sum := sha256.Sum256([]byte(name))
@@ -59,7 +59,7 @@ func ClaimName(ctx context.Context, nc *nats.Conn, name, instance string, cfg Le
 		return nil, err
 	}
 	var heldSince time.Time
-	_, err = openPatiently(ctx, cfg.Logger, fmt.Sprintf("claim on the node name %q", name), func(ctx context.Context) (uint64, error) {
+	_, err = OpenPatiently(ctx, cfg.Logger, fmt.Sprintf("claim on the node name %q", name), func(ctx context.Context) (uint64, error) {
 		term, err := l.Acquire(ctx)
 		if !errors.Is(err, ErrLeaseHeld) {
 			return term, err

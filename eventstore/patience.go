@@ -10,13 +10,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// finalError is an error on which openPatiently gives up at once: the
+// finalError is an error on which OpenPatiently gives up at once: the
 // server answered, and trying again cannot change the answer.
 type finalError struct{ error }
 
 func (e finalError) Unwrap() error { return e.error }
 
-// Bounds of openPatiently.
+// Bounds of OpenPatiently.
 const (
 	// openPatience bounds the whole wait for a stream or a bucket.
 	openPatience = 30 * time.Second
@@ -30,7 +30,7 @@ const (
 	openAttempt = 2 * time.Second
 )
 
-// openPatiently calls open, each call bounded by openAttempt, until it
+// OpenPatiently calls open, each call bounded by openAttempt, until it
 // succeeds, returns a finalError, ctx ends or openPatience has passed, and
 // returns the last call's error. A cluster just started, or restarted,
 // elects the leaders of its assets one after another: the meta leader,
@@ -45,7 +45,7 @@ const (
 // fails at once is tried again 100 ms later, and a line for each would
 // flood the log); without them a node waiting for its cluster showed
 // nothing until openPatience ran out, then only the last error.
-func openPatiently[T any](ctx context.Context, log *slog.Logger, what string, open func(context.Context) (T, error)) (T, error) {
+func OpenPatiently[T any](ctx context.Context, log *slog.Logger, what string, open func(context.Context) (T, error)) (T, error) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, openPatience)
 	defer cancel()
@@ -65,7 +65,7 @@ func openPatiently[T any](ctx context.Context, log *slog.Logger, what string, op
 		}
 		if log != nil && ctx.Err() == nil && time.Since(logged) >= openAttempt {
 			logged = time.Now()
-			log.Warn("not open yet: trying again", "open", what, "try", try, "after", since(start), "for_up_to", openPatience, "err", err)
+			log.Warn("not open yet: trying again", "open", what, "try", try, "after", time.Since(start).Round(time.Millisecond), "for_up_to", openPatience, "err", err)
 		}
 		select {
 		case <-ctx.Done():

@@ -125,7 +125,7 @@ func requireRestartAt(tb testing.TB, s eventstore.Store, n int) {
 // the committer stops, and a new one resumes after the first.
 func TestPipelineRefusedBatchStopsTheRest(t *testing.T) {
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
-	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	s := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	c := pipelined(t, s)
 	first := <-c.Submit(ctx, pipeRequest(0))
 	if first.Err != nil {
@@ -176,8 +176,8 @@ func TestPipelineRefusedBatchStopsTheRest(t *testing.T) {
 // committer resumes at the prefix's end.
 func TestPipelineServerRestartWithBatchesInFlight(t *testing.T) {
 	dir := t.TempDir()
-	srv := runEmbedded(t, dir)
-	s := openStore(t, srv, eventstore.Config{RequestTimeout: 2 * time.Second})
+	srv := eventstoretest.RunEmbedded(t, dir)
+	s := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{RequestTimeout: 2 * time.Second})
 	c := pipelined(t, s)
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
 	const requests = 3000
@@ -198,8 +198,8 @@ func TestPipelineServerRestartWithBatchesInFlight(t *testing.T) {
 	if results[requests-1].Err == nil {
 		t.Fatal("every request acknowledged: the server stopped too late to test anything")
 	}
-	srv = runEmbedded(t, dir)
-	s = openStore(t, srv, eventstore.Config{})
+	srv = eventstoretest.RunEmbedded(t, dir)
+	s = eventstoretest.OpenEmbedded(t, srv, eventstore.Config{})
 	n := requireLinearPrefix(t, s, results)
 	t.Logf("%d of %d requests on the stream; the committer stopped with %v", n, requests, c.Err())
 	requireRestartAt(t, s, n)
@@ -211,7 +211,7 @@ func TestPipelineServerRestartWithBatchesInFlight(t *testing.T) {
 // linear.
 func TestPipelineFencedOutWithBatchesInFlight(t *testing.T) {
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
-	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	s := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	c := pipelined(t, s)
 	if r := <-c.Submit(ctx, pipeRequest(0)); r.Err != nil {
 		t.Fatal(r.Err)
@@ -248,7 +248,7 @@ func TestPipelineFencedOutWithBatchesInFlight(t *testing.T) {
 // never success, and the verifier flags the broken link.
 func TestPipelineForkReported(t *testing.T) {
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
-	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	s := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	c := pipelined(t, s)
 	if r := <-c.Submit(ctx, pipeRequest(0)); r.Err != nil {
 		t.Fatal(r.Err)
@@ -295,7 +295,7 @@ func TestPipelineForkReported(t *testing.T) {
 func TestAppendTimingSplitsARequestsTime(t *testing.T) {
 	const hold = 100 * time.Millisecond
 	ctx := eventstoretest.Ctx(t, 30*time.Second)
-	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	s := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	var sends atomic.Int32
 	holdFirst := func() error {
 		if sends.Add(1) == 1 {
@@ -346,7 +346,7 @@ func TestAppendTimingSplitsARequestsTime(t *testing.T) {
 // an event out of place, an event with another's ids, or a hash that no
 // longer verifies.
 func TestPipelineReusedBatchesKeepTheirEvents(t *testing.T) {
-	s := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	s := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	c := pipelined(t, s)
 	ids := func(k, i int) (corr, cause string) {
 		if (k+i)%2 == 0 {

@@ -26,7 +26,7 @@ func runWithReaders(tb testing.TB, dir string, n int) (*eventstore.EmbeddedServe
 		tb.Fatal(err)
 	}
 	tb.Cleanup(srv.Shutdown)
-	store := openStore(tb, srv, eventstore.Config{})
+	store := eventstoretest.OpenEmbedded(tb, srv, eventstore.Config{})
 	appendEvents(tb, store, 0, n)
 	return srv, store
 }
@@ -125,8 +125,8 @@ func TestReaderTrustsNoStaleAdvertisement(t *testing.T) {
 	}
 	defer decoy.Shutdown()
 	dir := t.TempDir()
-	holder := runEmbedded(t, dir)
-	openStore(t, holder, eventstore.Config{})
+	holder := eventstoretest.RunEmbedded(t, dir)
+	eventstoretest.OpenEmbedded(t, holder, eventstore.Config{})
 	stale, err := json.Marshal(map[string]string{"url": decoy.ClientURL(), "user": "", "password": "", "inbox_prefix": "_INBOX", "instance": "from-a-killed-holder"})
 	if err != nil {
 		t.Fatal(err)
@@ -147,8 +147,8 @@ func TestReaderTrustsNoStaleAdvertisement(t *testing.T) {
 // (the global account) and the writer goes on appending.
 func TestReadersOnAStreamWrittenWithout(t *testing.T) {
 	dir := t.TempDir()
-	before := runEmbedded(t, dir)
-	appendEvents(t, openStore(t, before, eventstore.Config{}), 0, 3)
+	before := eventstoretest.RunEmbedded(t, dir)
+	appendEvents(t, eventstoretest.OpenEmbedded(t, before, eventstore.Config{}), 0, 3)
 	before.Shutdown()
 	_, store := runWithReaders(t, dir, 0)
 	appendEvents(t, store, 3, 4)

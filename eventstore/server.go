@@ -392,7 +392,7 @@ func Connect(ctx context.Context, urls string, cfg Config, opts ...nats.Option) 
 		// A writer started with its cluster (every machine back at once)
 		// may find no server up yet: it waits as for its stream, where it
 		// exited at once on "no servers available for connection".
-		nc, err = openPatiently(ctx, cfg.Logger, "connection to "+urls, connect)
+		nc, err = OpenPatiently(ctx, cfg.Logger, "connection to "+urls, connect)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("connect to nats %s: %w", urls, err)

@@ -34,7 +34,7 @@ func TestOldServerRefused(t *testing.T) {
 // TestUnsafeStreamReported creates the stream by hand with settings that
 // lose events and checks that opening reports each one and changes nothing.
 func TestUnsafeStreamReported(t *testing.T) {
-	srv := runEmbedded(t, t.TempDir())
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
 	nc, err := srv.Conn()
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +69,7 @@ func TestUnsafeStreamReported(t *testing.T) {
 // TestNoListenerByDefault checks that the embedded default opens no TCP
 // port and still serves in-process clients.
 func TestNoListenerByDefault(t *testing.T) {
-	srv := runEmbedded(t, t.TempDir())
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
 	if u := srv.ClientURL(); u != "" {
 		t.Fatalf("embedded default listens on %s", u)
 	}

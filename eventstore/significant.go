@@ -107,7 +107,7 @@ func OpenSignificantLog(ctx context.Context, nc *nats.Conn, cfg SignificantConfi
 	}
 	// A cluster restarting answers once it has elected the stream's
 	// leader: try again meanwhile, as for the event stream.
-	st, err := openPatiently(ctx, cfg.Logger, "significant-event log "+cfg.Stream, func(ctx context.Context) (jetstream.Stream, error) {
+	st, err := OpenPatiently(ctx, cfg.Logger, "significant-event log "+cfg.Stream, func(ctx context.Context) (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:              cfg.Stream,
 			Description:       "Tresor significant events: failed authentications and refused role checks (bounded; not the event log)",

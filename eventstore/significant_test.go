@@ -14,7 +14,7 @@ import (
 // oldest entries of that kind go, the other kind's stay, and reads page
 // through what is kept, oldest first.
 func TestSignificantLogIsBoundedPerKind(t *testing.T) {
-	srv := runEmbedded(t, t.TempDir())
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
 	nc, err := srv.Conn()
 	if err != nil {
 		t.Fatal(err)

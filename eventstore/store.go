@@ -286,7 +286,7 @@ func TresorStreamConfig(name, subjects string, replicas int, duplicates time.Dur
 }
 
 // ensureStream creates the stream or binds to it. A writer's store tries
-// again while the server cannot answer yet (openPatiently: a cluster
+// again while the server cannot answer yet (OpenPatiently: a cluster
 // restarting elects its meta leader and the stream's seconds apart); a
 // stream whose configuration could lose events, or a reader's, fails at
 // the first answer.
@@ -296,7 +296,7 @@ func (s *NATSStore) ensureStream(ctx context.Context) (jetstream.Stream, error) 
 		defer cancel()
 		return s.ensureStreamOnce(ctx)
 	}
-	return openPatiently(ctx, s.cfg.Logger, "stream "+s.cfg.Stream, func(ctx context.Context) (jetstream.Stream, error) {
+	return OpenPatiently(ctx, s.cfg.Logger, "stream "+s.cfg.Stream, func(ctx context.Context) (jetstream.Stream, error) {
 		st, err := s.ensureStreamOnce(ctx)
 		if ue := (*UnsafeStreamError)(nil); errors.As(err, &ue) {
 			return nil, finalError{err}

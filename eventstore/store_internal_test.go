@@ -56,7 +56,7 @@ func TestWaitForResponderWaitsForTheStreamsAnswer(t *testing.T) {
 	}
 }
 
-// TestOpenPatientlyTriesAgainAndSaysWhy: openPatiently tries again until
+// TestOpenPatientlyTriesAgainAndSaysWhy: OpenPatiently tries again until
 // an open succeeds, logging failed tries with what it opens (at most one
 // line every openAttempt); gives up at
 // once on a finalError, with its error; and when its time is up returns the
@@ -65,7 +65,7 @@ func TestOpenPatientlyTriesAgainAndSaysWhy(t *testing.T) {
 	var logged bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&logged, nil))
 	tries := 0
-	v, err := openPatiently(context.Background(), log, "stream T", func(context.Context) (int, error) {
+	v, err := OpenPatiently(context.Background(), log, "stream T", func(context.Context) (int, error) {
 		if tries++; tries < 3 {
 			return 0, errors.New("no answer")
 		}
@@ -82,7 +82,7 @@ func TestOpenPatientlyTriesAgainAndSaysWhy(t *testing.T) {
 	}
 	refused := errors.New("refused")
 	tries = 0
-	if _, err := openPatiently(context.Background(), nil, "stream T", func(context.Context) (int, error) {
+	if _, err := OpenPatiently(context.Background(), nil, "stream T", func(context.Context) (int, error) {
 		tries++
 		return 0, finalError{refused}
 	}); err != refused || tries != 1 {
@@ -91,7 +91,7 @@ func TestOpenPatientlyTriesAgainAndSaysWhy(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	tries = 0
-	_, err = openPatiently(ctx, nil, "stream T", func(context.Context) (int, error) {
+	_, err = OpenPatiently(ctx, nil, "stream T", func(context.Context) (int, error) {
 		tries++
 		return 0, errors.New("no answer")
 	})

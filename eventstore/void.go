@@ -219,6 +219,20 @@ func (s *NATSStore) eventAt(ctx context.Context, seq uint64) (RecordedEvent, err
 	return ev, nil
 }
 
+// HeadAt returns the position of the event stored at a stream sequence,
+// hash-checked, which must belong to chain: what a snapshot's head is
+// checked against.
+func (s *NATSStore) HeadAt(ctx context.Context, chain string, seq uint64) (Head, error) {
+	ev, err := s.eventAt(ctx, seq)
+	if err != nil {
+		return Head{}, err
+	}
+	if ev.Chain != chain {
+		return Head{}, fmt.Errorf("the event at sequence %d is of chain %s, not %s: %w", seq, ev.Chain, chain, ErrInvalid)
+	}
+	return Head{Sequence: ev.Sequence, ChainSeq: ev.ChainSeq, Hash: ev.Hash}, nil
+}
+
 // LedgerFact reports whether ev is one of the ledger's facts, for a reader
 // to decode and apply: not the store's own Seal or Void, nor an event of a
 // voided append.

@@ -10,50 +10,17 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/domain"
-	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/snapshot"
 )
 
 // SnapshotKind names the writer's snapshots in the snapshot bucket.
 const SnapshotKind = "writer"
 
-// SnapshotStore keeps snapshots of the writer's ledger.
-// *eventstore.SnapshotSlot is the one on the stream.
-type SnapshotStore interface {
-	// Load returns the newest snapshot that passes its checks against the
-	// stream and the stream sequence it was taken at, with why each newer
-	// one was skipped, or an error naming why none can be used
-	// (eventstore.ErrNoSnapshot when there is none).
-	Load(ctx context.Context) (seq uint64, data []byte, skipped []error, err error)
-	// Save stores a snapshot of the ledger after the event at seq. data
-	// is the caller's again once Save returns (the snapshotter encodes the
-	// next snapshot into the same buffer).
-	Save(ctx context.Context, seq uint64, data []byte) error
-}
-
 // WriterSnapshots returns the slot of the writer's snapshots of the
-// shard's chain under rules, stored at WriterSnapshotPace, within
-// WriterSnapshotWithin.
-func WriterSnapshots(s *eventstore.Snapshots, rules *domain.RuleSet) *eventstore.SnapshotSlot {
-	return s.Slot(SnapshotKind, Chain, domain.LedgerFormatVersion, domain.RuleSetID(rules)).PacedWithin(WriterSnapshotPace, WriterSnapshotWithin)
+// shard's chain under rules, stored at the writer's pace.
+func WriterSnapshots(b *snapshot.Bucket, rules *domain.RuleSet) *snapshot.Slot {
+	return b.Slot(SnapshotKind, Chain, domain.LedgerFormatVersion, domain.RuleSetID(rules)).Paced(snapshot.WriterPace)
 }
-
-// WriterSnapshotPace is the pace the writer's snapshots are stored at:
-// 1 MiB/s, a sixteenth of the bucket's (eventstore.SnapshotPaceDefault).
-// Each chunk of a snapshot crossing the server delays the commits in
-// flight by a few milliseconds; sent less often, the chunks meet fewer
-// commands, so a slower pace delays fewer commits while a snapshot is
-// stored, at the cost of a snapshot that takes longer to land. A snapshot
-// of 12 MB then takes 12 s to store, the follower applying the appends
-// meanwhile; a larger one goes faster, so as to take WriterSnapshotWithin.
-// The one taken as a writer closes on the embedded default goes unpaced
-// (Config.ClosingSnapshots). The read models' snapshots, ten times larger
-// and taken every ten minutes, keep the bucket's pace.
-const WriterSnapshotPace = 1 << 20
-
-// WriterSnapshotWithin bounds the time a writer snapshot's bytes take at
-// its pace: one of 56 MB (three blocks sold within 48 hours) goes at
-// 2.7 MiB/s, well within snapshotSaveMax.
-const WriterSnapshotWithin = 20 * time.Second
 
 // Follower is a ledger that follows events applied elsewhere first — the
 // writer's acknowledged appends, or the stream's tail for a standby — so
@@ -130,7 +97,7 @@ func loadSnapshot(ctx context.Context, cfg *Config) (*domain.Ledger, uint64, []b
 	case ctx.Err() != nil:
 		// Given up (a standby's follower handed over while it loaded):
 		// nothing to say about the snapshot.
-	case errors.Is(err, eventstore.ErrNoSnapshot):
+	case errors.Is(err, snapshot.ErrNotFound):
 		cfg.Logger.Info("no snapshot: replaying the whole stream")
 	default:
 		cfg.Logger.Warn("snapshot ignored: replaying the whole stream", "reason", err)
@@ -181,9 +148,6 @@ func decodeLedger(cfg Config, data []byte) (*domain.Ledger, error) {
 	return l, nil
 }
 
-// snapshotSaveMax bounds one snapshot's store.
-const snapshotSaveMax = time.Minute
-
 // snapshotter feeds a follower with the writer's appends once they are
 // acknowledged, in the order they were submitted, and takes snapshots
 // from it: the writer's loop only queues its appends, never waits.
@@ -194,8 +158,8 @@ type snapshotter struct {
 	data     []byte
 	dataSeq  uint64
 	cfg      Config
-	store    SnapshotStore
-	closing  SnapshotStore
+	store    snapshot.Store
+	closing  snapshot.Store
 	interval time.Duration
 	log      *slog.Logger
 
@@ -212,7 +176,7 @@ type snapshotter struct {
 	// enc keeps its buffers from one snapshot to the next; pace is its
 	// Pause while the writer runs.
 	enc  domain.LedgerEncoder
-	pace encodePace
+	pace snapshot.EncodePace
 
 	// stored is closed once the store of the last snapshot encoded has
 	// ended (until then enc's buffer holds its bytes, and no other is
@@ -230,73 +194,8 @@ type snapshotter struct {
 func newSnapshotter(cfg Config, f *Follower, data []byte, dataSeq uint64, since int) *snapshotter {
 	s := &snapshotter{f: f, data: data, dataSeq: dataSeq, cfg: cfg, store: cfg.Snapshots, closing: cfg.ClosingSnapshots,
 		interval: cfg.SnapshotInterval, log: cfg.Logger, wake: make(chan struct{}, 1), since: since, taken: time.Now()}
-	s.enc.Pause = s.pace.pause
+	s.enc.Pause = s.pace.Pause
 	return s
-}
-
-// YieldingPause returns a domain.LedgerEncoder.Pause that lets the
-// goroutines waiting for the encoder's processor run every
-// pausesBetweenYields pauses, and never waits: a snapshot encoded beside a
-// writer or a follower, on few cores, would otherwise be preempted only at
-// the end of the scheduler's time slice, a delay a command may meet at
-// each goroutine it goes through. The policy is the caller's: the domain's
-// encoder only offers the points where it may pause.
-func YieldingPause() func() {
-	n := 0
-	return func() {
-		if n++; n%pausesBetweenYields == 0 {
-			runtime.Gosched()
-		}
-	}
-}
-
-// pausesBetweenYields is how many of the encoder's pauses (a few hundred
-// keys or accounts each) YieldingPause lets go by between two yields: a
-// few tenths of a millisecond of encoding.
-const pausesBetweenYields = 8
-
-// encodeShareInverse sets the share of one processor a snapshot's encoding
-// takes while the writer runs: one part in sixteen. An encoding that ran
-// flat out held a whole processor, and on a machine with few cores every
-// goroutine a command goes through (the loop, the committer, the server's)
-// waited for it. Each halving of the share made the commands slower by less
-// while a snapshot was taken, and one part in sixteen, with the store at
-// WriterSnapshotPace in the background, leaves them about as fast as
-// outside one. The price is a longer encoding, seconds for a large ledger,
-// which the default interval (once every 250 000 events) affords.
-const encodeShareInverse = 16
-
-// encodeSliceMin is the least work between two rests: shorter sleeps
-// cost more in timer wake-ups than they give back.
-const encodeSliceMin = 500 * time.Microsecond
-
-// encodePace paces an encoding (domain.LedgerEncoder.Pause): after each
-// slice of work it sleeps fifteen times as long, the processor free for the
-// writer meanwhile, and within a slice it yields at every call, so that a
-// goroutine of the writer or of the server that became runnable meanwhile
-// runs first instead of waiting for the slice to end. Time the encoding
-// lost to other goroutines counts as work: the pace errs on the quiet side.
-//
-// Once stopped is closed (the writer has stopped) it no longer rests: the
-// close would otherwise wait seconds for a large snapshot's paced encoding.
-type encodePace struct {
-	since   time.Time
-	stopped <-chan struct{}
-}
-
-func (p *encodePace) pause() {
-	select {
-	case <-p.stopped:
-		return
-	default:
-	}
-	worked := time.Since(p.since)
-	if worked < encodeSliceMin {
-		runtime.Gosched()
-		return
-	}
-	time.Sleep(worked * (encodeShareInverse - 1))
-	p.since = time.Now()
 }
 
 // push queues an append handed to the log; it never blocks.
@@ -323,7 +222,7 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 		}
 		s.f, s.data = NewFollower(l, s.dataSeq), nil
 	}
-	s.pace.stopped = stop
+	s.pace.Stopped = stop
 	// The events replayed after the snapshot first: a snapshot due
 	// because of them holds them.
 	if !s.follow() {
@@ -335,7 +234,7 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 	// last one, of acknowledged events only, is let finish, briefly.
 	defer s.settle()
 	for {
-		if SnapshotDue(&s.cfg, s.since, s.taken) && s.isStored() {
+		if snapshot.Due(s.cfg.SnapshotEvery, s.cfg.SnapshotInterval, s.since, s.taken) && s.isStored() {
 			s.save()
 		}
 		select {
@@ -349,14 +248,14 @@ func (s *snapshotter) run(stop <-chan struct{}) {
 				return
 			}
 			// A store still going at the writer's pace would make the
-			// close wait for it (up to WriterSnapshotWithin): it is
+			// close wait for it (up to snapshot.WriterPace.Within): it is
 			// abandoned, and the closing snapshot, which holds all it
 			// held, goes in its place.
 			cutShort := s.abandonStore()
 			if s.since > 0 || cutShort {
 				// The writer has stopped: nobody waits on the cores, and
 				// the close waits for this one.
-				s.enc.Pause = YieldingPause()
+				s.enc.Pause = snapshot.YieldingPause()
 				if s.closing != nil {
 					s.store = s.closing
 				}
@@ -469,7 +368,7 @@ func (s *snapshotter) save() {
 	}
 	start := time.Now()
 	s.observe(SnapshotEncoding, start, 0)
-	s.pace.since = start
+	s.pace.Begin()
 	data, err := s.f.EncodeWith(&s.enc)
 	if err != nil {
 		s.log.Error("snapshot not taken", "seq", seq, "err", err)
@@ -483,7 +382,7 @@ func (s *snapshotter) save() {
 	go func() {
 		defer close(stored)
 		defer abandon()
-		s.storedOK = StoreSnapshot(ctx, store, s.log, seq, data, encoded.Sub(start))
+		s.storedOK = snapshot.Save(ctx, store, s.log, seq, data, encoded.Sub(start))
 		s.observe(NoSnapshot, time.Now(), len(data))
 	}()
 }
@@ -525,32 +424,4 @@ type SnapshotObserver interface {
 // latencies by it.
 type SnapshotTimeline interface {
 	At(t time.Time) SnapshotPhase
-}
-
-// SnapshotDue says whether a snapshot is due after since events applied
-// since the last one, taken at taken: every Config.SnapshotEvery events, or
-// Config.SnapshotInterval if anything happened.
-func SnapshotDue(cfg *Config, since int, taken time.Time) bool {
-	return since >= cfg.SnapshotEvery || (since > 0 && time.Since(taken) >= cfg.SnapshotInterval)
-}
-
-// StoreSnapshot stores data, a ledger's snapshot after the event at seq,
-// encoded in encoded, bounded by snapshotSaveMax, unless ctx ends first
-// (abandoned); the outcome is logged (a failure only costs the next start
-// a longer replay) and returned.
-func StoreSnapshot(ctx context.Context, store SnapshotStore, log *slog.Logger, seq uint64, data []byte, encoded time.Duration) bool {
-	start := time.Now()
-	ctx, cancel := context.WithTimeout(ctx, snapshotSaveMax)
-	defer cancel()
-	if err := store.Save(ctx, seq, data); err != nil {
-		if errors.Is(err, context.Canceled) {
-			log.Info("snapshot store abandoned", "seq", seq, "after", time.Since(start).Round(time.Millisecond))
-		} else {
-			log.Warn("snapshot not stored", "seq", seq, "err", err)
-		}
-		return false
-	}
-	log.Info("snapshot taken", "seq", seq, "bytes", len(data), "encode", encoded.Round(time.Millisecond),
-		"total", (encoded + time.Since(start)).Round(time.Millisecond))
-	return true
 }

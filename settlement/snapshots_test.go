@@ -16,20 +16,20 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/domain"
-	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
 	"github.com/fdj/tresor/projections/projectionstest"
+	"github.com/fdj/tresor/snapshot"
 )
 
-// loadRecorder is a SnapshotStore that remembers what its Load answered.
+// loadRecorder is a snapshot.Store that remembers what its Load answered.
 type loadRecorder struct {
-	SnapshotStore
+	snapshot.Store
 	seq uint64
 	err error
 }
 
 func (r *loadRecorder) Load(ctx context.Context) (uint64, []byte, []error, error) {
-	seq, data, skipped, err := r.SnapshotStore.Load(ctx)
+	seq, data, skipped, err := r.Store.Load(ctx)
 	r.seq, r.err = seq, err
 	return seq, data, skipped, err
 }
@@ -40,7 +40,7 @@ type snapshotWorld struct {
 	clock atomic.Int64
 	log   eventstoretest.LogBuffer
 	slot  *loadRecorder
-	snaps *eventstore.Snapshots
+	snaps *snapshot.Bucket
 }
 
 var snapT0 = time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
@@ -60,11 +60,11 @@ func (sw *snapshotWorld) start(t *testing.T, dir string, withSnapshots bool) *no
 			return
 		}
 		var err error
-		sw.snaps, err = n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey()})
+		sw.snaps, err = snapshot.Open(eventstoretest.Ctx(t, time.Minute), n.store, snapshot.Config{Key: c.Sealer.SnapshotKey()})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sw.slot = &loadRecorder{SnapshotStore: WriterSnapshots(sw.snaps, c.Rules)}
+		sw.slot = &loadRecorder{Store: WriterSnapshots(sw.snaps, c.Rules)}
 		c.Snapshots = sw.slot
 	})
 }
@@ -229,12 +229,12 @@ func TestATamperedSnapshotIsIgnoredForTheFullReplay(t *testing.T) {
 	ctx := eventstoretest.Ctx(t, time.Minute)
 	for _, c := range []struct {
 		name, reason string
-		tamper       func(meta *eventstore.SnapshotMeta, data []byte) []byte
+		tamper       func(meta *snapshot.Meta, data []byte) []byte
 	}{
 		{"changed balance", "authentication fails", nil},
-		{"wrong head hash", "the snapshot names", func(m *eventstore.SnapshotMeta, d []byte) []byte { m.Head[0] ^= 1; return d }},
-		{"truncated", "ledger snapshot", func(_ *eventstore.SnapshotMeta, d []byte) []byte { return d[:len(d)/2] }},
-		{"unknown version", "format version 99", func(m *eventstore.SnapshotMeta, d []byte) []byte { m.Format = 99; return d }},
+		{"wrong head hash", "the snapshot names", func(m *snapshot.Meta, d []byte) []byte { m.Head[0] ^= 1; return d }},
+		{"truncated", "ledger snapshot", func(_ *snapshot.Meta, d []byte) []byte { return d[:len(d)/2] }},
+		{"unknown version", "format version 99", func(m *snapshot.Meta, d []byte) []byte { m.Format = 99; return d }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			// given a snapshot altered: by someone without the key (its
@@ -252,7 +252,7 @@ func TestATamperedSnapshotIsIgnoredForTheFullReplay(t *testing.T) {
 				if bytes.Equal(forged, data) {
 					t.Fatal("no balance to change")
 				}
-				snaps, err := n.store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: bytes.Repeat([]byte{1}, 32)})
+				snaps, err := snapshot.Open(ctx, n.store, snapshot.Config{Key: bytes.Repeat([]byte{1}, 32)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -287,7 +287,7 @@ func TestSnapshotsAreTakenEveryNEventsWhileTheWriterRuns(t *testing.T) {
 	n := startNodeWith(t, t.TempDir(), func(n *node, c *Config) {
 		c.Rules = projectionstest.SmallRules(t)
 		c.SnapshotEvery = 10
-		snaps, err := n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey(), Keep: 2})
+		snaps, err := snapshot.Open(eventstoretest.Ctx(t, time.Minute), n.store, snapshot.Config{Key: c.Sealer.SnapshotKey(), Keep: 2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -344,10 +344,10 @@ func TestTheFollowerAppliesTheEventsReplayedAfterItsSnapshot(t *testing.T) {
 	}
 }
 
-// saveRecorder is a SnapshotStore that counts its saves and remembers the
+// saveRecorder is a snapshot.Store that counts its saves and remembers the
 // sequence of the first and of the last.
 type saveRecorder struct {
-	SnapshotStore
+	snapshot.Store
 	saves      atomic.Int32
 	first, seq atomic.Uint64
 }
@@ -356,7 +356,7 @@ func (r *saveRecorder) Save(ctx context.Context, seq uint64, data []byte) error 
 	r.saves.Add(1)
 	r.first.CompareAndSwap(0, seq)
 	r.seq.Store(seq)
-	return r.SnapshotStore.Save(ctx, seq, data)
+	return r.Store.Save(ctx, seq, data)
 }
 
 // TestTheClosingSnapshotGoesToItsOwnStore: with ClosingSnapshots set (the
@@ -367,12 +367,12 @@ func TestTheClosingSnapshotGoesToItsOwnStore(t *testing.T) {
 	var running, closing saveRecorder
 	n := startNodeWith(t, t.TempDir(), func(n *node, c *Config) {
 		c.Rules = projectionstest.SmallRules(t)
-		snaps, err := n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey()})
+		snaps, err := snapshot.Open(eventstoretest.Ctx(t, time.Minute), n.store, snapshot.Config{Key: c.Sealer.SnapshotKey()})
 		if err != nil {
 			t.Fatal(err)
 		}
 		slot := WriterSnapshots(snaps, c.Rules)
-		running.SnapshotStore, closing.SnapshotStore = slot, slot.Paced(-1)
+		running.Store, closing.Store = slot, slot.Paced(snapshot.Unpaced)
 		c.Snapshots, c.ClosingSnapshots = &running, &closing
 	})
 	exec(t, n.w, domain.CreateEmission{Price: 100, Blocks: 1})
@@ -398,11 +398,11 @@ func followerTookItsQueue(t *testing.T, w *Writer) {
 	})
 }
 
-// heldStore is a SnapshotStore whose first Save waits for release or its
+// heldStore is a snapshot.Store whose first Save waits for release or its
 // context's end, and which records the sequence of every save, in order,
 // and whether it stored it.
 type heldStore struct {
-	SnapshotStore
+	snapshot.Store
 	held, release chan struct{}
 	mu            sync.Mutex
 	seqs          []uint64
@@ -427,7 +427,7 @@ func (h *heldStore) Save(ctx context.Context, seq uint64, data []byte) (err erro
 			return ctx.Err()
 		}
 	}
-	return h.SnapshotStore.Save(ctx, seq, data)
+	return h.Store.Save(ctx, seq, data)
 }
 
 // TestTheFollowerAppliesTheAppendsWhileASnapshotIsStored: a store at the
@@ -447,11 +447,11 @@ func TestTheFollowerAppliesTheAppendsWhileASnapshotIsStored(t *testing.T) {
 			n := startNodeWith(t, t.TempDir(), func(n *node, c *Config) {
 				c.Rules = projectionstest.SmallRules(t)
 				c.SnapshotEvery = 5
-				snaps, err := n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey()})
+				snaps, err := snapshot.Open(eventstoretest.Ctx(t, time.Minute), n.store, snapshot.Config{Key: c.Sealer.SnapshotKey()})
 				if err != nil {
 					t.Fatal(err)
 				}
-				store.SnapshotStore = WriterSnapshots(snaps, c.Rules).Paced(-1)
+				store.Store = WriterSnapshots(snaps, c.Rules).Paced(snapshot.Unpaced)
 				c.Snapshots = &store
 			})
 			// given a snapshot whose store is held
@@ -477,11 +477,11 @@ func TestTheFollowerAppliesTheAppendsWhileASnapshotIsStored(t *testing.T) {
 			// then the follower applies its appends meanwhile
 			followerTookItsQueue(t, n.w)
 			// and the close abandons the store for the closing snapshot,
-			// without waiting for it (held, it would wait snapshotSaveMax)
+			// without waiting for it (held, it would wait snapshot.SaveMax)
 			last := n.w.LastSeq()
 			start := time.Now()
 			n.stop()
-			if took := time.Since(start); took > snapshotSaveMax/2 {
+			if took := time.Since(start); took > snapshot.SaveMax/2 {
 				t.Fatalf("the close took %s: it waited for the store", took)
 			}
 			store.mu.Lock()
@@ -506,11 +506,11 @@ func replayedAfterASnapshot(t *testing.T, dir string, saves *saveRecorder) (star
 				return
 			}
 			c.SnapshotEvery = every
-			snaps, err := n.store.OpenSnapshots(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotConfig{Key: c.Sealer.SnapshotKey()})
+			snaps, err := snapshot.Open(eventstoretest.Ctx(t, time.Minute), n.store, snapshot.Config{Key: c.Sealer.SnapshotKey()})
 			if err != nil {
 				t.Fatal(err)
 			}
-			saves.SnapshotStore = WriterSnapshots(snaps, c.Rules).Paced(-1)
+			saves.Store = WriterSnapshots(snaps, c.Rules).Paced(snapshot.Unpaced)
 			c.Snapshots = saves
 		})
 	}

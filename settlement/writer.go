@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/snapshot"
 )
 
 // Record is one event as the writer hands it to the log: the fact, the time
@@ -81,16 +82,15 @@ type Config struct {
 	// it, and a follower ledger takes a new one, off the loop, every
 	// SnapshotEvery events (default 250 000) or SnapshotInterval (default
 	// 10 minutes) if anything happened, and when the writer closes.
-	Snapshots        SnapshotStore
+	Snapshots        snapshot.Store
 	SnapshotEvery    int
 	SnapshotInterval time.Duration
 	// ClosingSnapshots, when set, stores the snapshot taken as the writer
 	// closes instead of Snapshots: on the embedded default, the same slot
-	// unpaced, since nothing waits on the server or the cores then and the
-	// pace would only make the stop wait (20 s for the 56 MB after three
-	// sold-out blocks at WriterSnapshotPace, bounded by
-	// WriterSnapshotWithin); on a cluster, at the bucket's pace.
-	ClosingSnapshots SnapshotStore
+	// unpaced (snapshot.Unpaced), since nothing waits on the server or the
+	// cores then and the writer's pace would only make the stop wait; on a
+	// cluster, at snapshot.DefaultPace.
+	ClosingSnapshots snapshot.Store
 	// SnapshotObserver, when set, is told as each snapshot goes from one
 	// phase to the next, for a measurement of the latency while one is
 	// taken (tresor simulate).

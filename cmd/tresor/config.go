@@ -11,6 +11,7 @@ import (
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/snapshot"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -225,7 +226,7 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	f.BoolVar(&c.Snapshots, "snapshots", true, "start from the newest verified snapshot and take new ones; false replays the whole stream at every start ($TRESOR_SNAPSHOTS)")
 	f.IntVar(&c.SnapshotEvery, "snapshot-every", 250_000, "the writer takes a snapshot after this many new events ($TRESOR_SNAPSHOT_EVERY)")
 	f.DurationVar(&c.SnapshotInterval, "snapshot-interval", 10*time.Minute, "the writer and the in-memory read models take a snapshot this long after the last if anything happened ($TRESOR_SNAPSHOT_INTERVAL)")
-	f.IntVar(&c.SnapshotKeep, "snapshot-keep", eventstore.SnapshotKeepDefault, "snapshots of each kind kept in the bucket; older ones are deleted ($TRESOR_SNAPSHOT_KEEP)")
+	f.IntVar(&c.SnapshotKeep, "snapshot-keep", snapshot.KeepDefault, "snapshots of each kind kept in the bucket; older ones are deleted ($TRESOR_SNAPSHOT_KEEP)")
 	withEnv(f, "snapshots", "snapshot-every", "snapshot-interval", "snapshot-keep")
 	bindSettingsFlag(cmd, c)
 }

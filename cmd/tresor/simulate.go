@@ -19,6 +19,7 @@ import (
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/internal/bench"
 	"github.com/fdj/tresor/settlement"
+	"github.com/fdj/tresor/snapshot"
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 )
@@ -398,7 +399,7 @@ func measureLatencyYardstick(ctx context.Context, st *stream, spans *bench.Snaps
 	if spans != nil {
 		if p := spans.PhaseCPU(plays.began, plays.ended); p.Snapshots > 0 {
 			y.PutBytes, y.PutEvery = p.Bytes/p.Snapshots, plays.ended.Sub(plays.began)/time.Duration(p.Snapshots)
-			y.PutPace = eventstore.PaceWithin(settlement.WriterSnapshotPace, y.PutBytes, settlement.WriterSnapshotWithin)
+			y.PutPace = snapshot.WriterPace.Rate(y.PutBytes)
 		}
 	}
 	f, err := bench.MeasureCommandLatency(ctx, st.store, y)

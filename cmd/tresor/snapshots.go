@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/domain"
-	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/projections/memstore"
 	"github.com/fdj/tresor/settlement"
+	"github.com/fdj/tresor/snapshot"
 )
 
 // projectionSnapshotKind names the in-memory read models' snapshots in the
@@ -21,7 +21,7 @@ const projectionSnapshotKind = "projections"
 // that the embedded default is ready without applying the whole stream.
 // PostgreSQL read models keep their own checkpoint and need none.
 type projectionSnapshots struct {
-	slot     *eventstore.SnapshotSlot
+	slot     *snapshot.Slot
 	store    *memstore.Store
 	interval time.Duration
 	log      *slog.Logger
@@ -34,7 +34,7 @@ type projectionSnapshots struct {
 
 // newProjectionSnapshots returns the snapshots of store, nil when
 // snapshots are off or the read models are not in memory.
-func newProjectionSnapshots(snaps *eventstore.Snapshots, store any, rules *domain.RuleSet, cfg *Config, log *slog.Logger) *projectionSnapshots {
+func newProjectionSnapshots(snaps *snapshot.Bucket, store any, rules *domain.RuleSet, cfg *Config, log *slog.Logger) *projectionSnapshots {
 	mem, ok := store.(*memstore.Store)
 	if snaps == nil || !ok {
 		return nil
@@ -48,7 +48,7 @@ func newProjectionSnapshots(snaps *eventstore.Snapshots, store any, rules *domai
 func (p *projectionSnapshots) restore(ctx context.Context) {
 	start := time.Now()
 	var read int64
-	seq, skipped, err := p.slot.LoadSections(ctx, func(_ uint64, r io.Reader, shards *eventstore.SnapshotSections) error {
+	seq, skipped, err := p.slot.LoadSections(ctx, func(_ uint64, r io.Reader, shards *snapshot.Sections) error {
 		cr := &countingReader{r: r}
 		err := p.store.Restore(cr, shards, func(err error) {
 			p.log.Error("projections snapshot shard refused: the read models are applied again from the stream, reads answer 503 meanwhile", "err", err)
@@ -64,7 +64,7 @@ func (p *projectionSnapshots) restore(ctx context.Context) {
 		p.saved, p.restored = seq, true
 		// bytes counts the hot section only: the shards load when read.
 		p.log.Info("projections start from a snapshot", "seq", seq, "bytes", read, "after", time.Since(start).Round(time.Millisecond))
-	case errors.Is(err, eventstore.ErrNoSnapshot):
+	case errors.Is(err, snapshot.ErrNotFound):
 		p.log.Info("no projections snapshot: applying the whole stream")
 	default:
 		p.log.Warn("projections snapshot ignored: applying the whole stream", "reason", err)
@@ -140,11 +140,12 @@ func (p *projectionSnapshots) save(ctx context.Context, closing bool) {
 	if seq <= p.saved {
 		return
 	}
+	slot := p.slot
+	if closing {
+		slot = slot.Paced(snapshot.Unpaced)
+	}
 	var n int64
-	err = p.slot.SaveParts(context.WithoutCancel(ctx), seq, func(w *eventstore.PartWriter) (err error) {
-		if closing {
-			w.Unpaced()
-		}
+	err = slot.SaveParts(context.WithoutCancel(ctx), seq, func(w *snapshot.PartWriter) (err error) {
 		n, err = frozen.Encode(w)
 		return err
 	})

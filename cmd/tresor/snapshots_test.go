@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/snapshot"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -128,7 +129,7 @@ func alterLastPart(t *testing.T, data, kind string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os, err := js.ObjectStore(ctx, eventstore.SnapshotBucketDefault)
+	os, err := js.ObjectStore(ctx, snapshot.BucketDefault)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/internal/bench"
 	"github.com/fdj/tresor/settlement"
+	"github.com/fdj/tresor/snapshot"
 	"github.com/nats-io/nats.go"
 )
 
@@ -28,7 +29,7 @@ type stream struct {
 	// sealer, snaps and highWater are opened once, by the first that
 	// needs them.
 	sealer    *settlement.Sealer
-	snaps     *eventstore.Snapshots
+	snaps     *snapshot.Bucket
 	highWater eventstore.HighWater
 	// snapshotObserver, when set, is told of the writer's snapshots
 	// (simulate records them).
@@ -153,7 +154,7 @@ func (s *stream) openSealer(cfg *Config) (*settlement.Sealer, error) {
 // openSnapshots opens the snapshot bucket next to the stream, once,
 // authenticated with a key derived from the master key; nil when
 // --snapshots=false.
-func (s *stream) openSnapshots(ctx context.Context, cfg *Config) (*eventstore.Snapshots, error) {
+func (s *stream) openSnapshots(ctx context.Context, cfg *Config) (*snapshot.Bucket, error) {
 	if !cfg.Snapshots || s.snaps != nil {
 		return s.snaps, nil
 	}
@@ -161,7 +162,7 @@ func (s *stream) openSnapshots(ctx context.Context, cfg *Config) (*eventstore.Sn
 	if err != nil {
 		return nil, err
 	}
-	s.snaps, err = s.store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: sealer.SnapshotKey(), Keep: cfg.SnapshotKeep, Replicas: cfg.Replicas,
+	s.snaps, err = snapshot.Open(ctx, s.store, snapshot.Config{Key: sealer.SnapshotKey(), Keep: cfg.SnapshotKeep, Replicas: cfg.Replicas,
 		Logger: s.logger})
 	return s.snaps, err
 }
@@ -219,13 +220,12 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 		if cfg.NATSURL == "" {
 			// The server is this process's, and its writer has stopped
 			// when it closes.
-			wcfg.ClosingSnapshots = slot.Paced(-1)
+			wcfg.ClosingSnapshots = slot.Paced(snapshot.Unpaced)
 		} else {
 			// A standby may be taking over on the same servers: the
-			// bucket's pace, as the read models' at a node's stop, and
-			// not the writer's, which the stop would wait for (12 s for
-			// 12 MB).
-			wcfg.ClosingSnapshots = slot.Paced(0)
+			// read models' pace, as theirs at a node's stop, and not the
+			// writer's, which the stop would wait for.
+			wcfg.ClosingSnapshots = slot.Paced(snapshot.DefaultPace)
 		}
 	}
 	if s.logger != nil {

@@ -68,7 +68,7 @@ func TestMeasureCommandLatency(t *testing.T) {
 // messages every 9 ms and of 999 every 20 ms (one command each, due at
 // those intervals); commands of 1.45 messages at 13 000 a second (2 600
 // plays' worth); and at 4 000 a second (800 plays) with puts every 5 s of
-// 11.5 MB and of a tenth of that at the bucket's pace, and of 11.5 MB at
+// 11.5 MB and of a tenth of that at the read models' pace (snapshot.DefaultPace), and of 11.5 MB at
 // 4 MiB/s and, every 30 s, at the writer's snapshots' pace (1 MiB/s), the
 // 99th latency percentile while a put runs over the one outside. Run it with -benchtime 1x.
 func BenchmarkCommandLatencyFloor(b *testing.B) {

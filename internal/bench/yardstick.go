@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/snapshot"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
@@ -232,9 +233,9 @@ type LatencyYardstick struct {
 	Replicas int
 	// PutBytes, when above 0, stores an object of that many bytes every
 	// PutEvery in a scratch bucket made as the snapshot bucket is, in
-	// chunks of eventstore.SnapshotChunkDefault at PutPace bytes a second
-	// (default eventstore.SnapshotPaceDefault; the writer's snapshots go at
-	// settlement.WriterSnapshotPace): a writer snapshot's store with no
+	// chunks of snapshot.ChunkBytesDefault at PutPace bytes a second
+	// (default snapshot.DefaultPace; the writer's snapshots go at
+	// snapshot.WriterPace): a writer snapshot's store with no
 	// writer, so that the commands' latency while it goes can be told from
 	// outside it.
 	PutBytes int
@@ -278,7 +279,7 @@ func MeasureCommandLatency(ctx context.Context, s *eventstore.NATSStore, y Laten
 	defer js.DeleteStream(context.Background(), name)
 	var puts *yardstickPuts
 	if y.PutBytes > 0 {
-		bucket, err := s.SnapshotBucket(ctx, name, y.Replicas)
+		bucket, err := snapshot.OpenObjectStore(ctx, s, name, y.Replicas)
 		if err != nil {
 			return LatencyFloor{}, fmt.Errorf("latency yardstick: create scratch bucket: %w", err)
 		}
@@ -374,8 +375,8 @@ func (p *yardstickPuts) run(ctx context.Context, bucket jetstream.ObjectStore, y
 			return
 		}
 		began := time.Now()
-		meta := jetstream.ObjectMeta{Name: "put." + strconv.Itoa(i), Opts: &jetstream.ObjectMetaOptions{ChunkSize: eventstore.SnapshotChunkDefault}}
-		_, err := bucket.Put(ctx, meta, eventstore.NewPacedReader(ctx, cmp.Or(y.PutPace, eventstore.SnapshotPaceDefault), data))
+		meta := jetstream.ObjectMeta{Name: "put." + strconv.Itoa(i), Opts: &jetstream.ObjectMetaOptions{ChunkSize: snapshot.ChunkBytesDefault}}
+		_, err := bucket.Put(ctx, meta, snapshot.NewPacedReader(ctx, cmp.Or(y.PutPace, snapshot.DefaultPace.BytesPerSecond), data))
 		p.spans = append(p.spans, [2]time.Time{began, time.Now()})
 		if ctx.Err() != nil {
 			err = nil

@@ -30,7 +30,7 @@ const (
 var errRebuilding = fmt.Errorf("%w: the read models are being rebuilt from the stream (a snapshot shard failed to load)", projections.ErrNotReached)
 
 // Shards opens the shards of a snapshot of format 3, each alone and
-// authenticated (eventstore.SnapshotSections).
+// authenticated (snapshot.Sections).
 type Shards interface {
 	Len() int
 	Open(ctx context.Context, i int) (io.ReadCloser, error)

@@ -106,7 +106,7 @@ func (s *Store) Freeze(ctx context.Context) (*Frozen, error) {
 func (f *Frozen) Checkpoint() uint64 { return f.checkpoint }
 
 // SectionWriter is where Encode writes: Cut ends a section, so that each
-// shard can be read alone (eventstore.PartWriter).
+// shard can be read alone (snapshot.PartWriter).
 type SectionWriter interface {
 	io.Writer
 	Cut() error

@@ -1,4 +1,4 @@
-package eventstore_test
+package snapshot_test
 
 import (
 	"bytes"
@@ -9,25 +9,26 @@ import (
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/snapshot"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 var snapKey = bytes.Repeat([]byte{7}, 32)
 
 func TestSnapshotsKeepTheNewestAuthenticated(t *testing.T) {
-	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	store := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, time.Minute)
 	seq, head := oneEventHead(t, store)
-	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, Keep: 2})
+	snaps, err := snapshot.Open(ctx, store, snapshot.Config{Key: snapKey, Keep: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := snaps.Latest(ctx, "writer", "c1"); !errors.Is(err, eventstore.ErrNoSnapshot) {
+	if _, _, err := snaps.Latest(ctx, "writer", "c1"); !errors.Is(err, snapshot.ErrNotFound) {
 		t.Fatalf("empty bucket: %v", err)
 	}
 	// given three snapshots, the bucket keeping two
 	for i := uint64(1); i <= 3; i++ {
-		meta := eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: i, Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
+		meta := snapshot.Meta{Kind: "writer", Chain: "c1", Sequence: i, Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
 		if err := snaps.Put(ctx, meta, bytes.Repeat([]byte{byte(i)}, 300_000)); err != nil {
 			t.Fatal(err)
 		}
@@ -50,22 +51,22 @@ func TestSnapshotsKeepTheNewestAuthenticated(t *testing.T) {
 	}
 	data[100] ^= 1
 	// then it is refused
-	if _, _, err := snaps.Latest(ctx, "writer", "c1"); !errors.Is(err, eventstore.ErrSnapshotRefused) {
+	if _, _, err := snaps.Latest(ctx, "writer", "c1"); !errors.Is(err, snapshot.ErrRefused) {
 		t.Fatalf("tampered snapshot: %v", err)
 	}
 	// and another key refuses an untouched one
-	other, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: bytes.Repeat([]byte{8}, 32), Bucket: "OTHER"})
+	other, err := snapshot.Open(ctx, store, snapshot.Config{Key: bytes.Repeat([]byte{8}, 32), Bucket: "OTHER"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := other.Put(ctx, meta, data); err != nil {
 		t.Fatal(err)
 	}
-	mine, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, Bucket: "OTHER"})
+	mine, err := snapshot.Open(ctx, store, snapshot.Config{Key: snapKey, Bucket: "OTHER"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := mine.Latest(ctx, "writer", "c1"); !errors.Is(err, eventstore.ErrSnapshotRefused) {
+	if _, _, err := mine.Latest(ctx, "writer", "c1"); !errors.Is(err, snapshot.ErrRefused) {
 		t.Fatalf("snapshot of another key: %v", err)
 	}
 	// and HeadAt refuses a sequence of another chain
@@ -79,14 +80,14 @@ func TestSnapshotsKeepTheNewestAuthenticated(t *testing.T) {
 // and returns the newest older one that passes; when none passes, it
 // fails with the oldest's reason and the caller replays everything.
 func TestASlotFallsBackToAnOlderSnapshot(t *testing.T) {
-	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	store := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, time.Minute)
 	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{
 		eventstoretest.Ev("T", "a", "1", 1), eventstoretest.Ev("T", "a", "1", 2)}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey})
+	snaps, err := snapshot.Open(ctx, store, snapshot.Config{Key: snapKey})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,11 +113,11 @@ func TestASlotFallsBackToAnOlderSnapshot(t *testing.T) {
 	if err != nil || seq != seqs[0] || !bytes.Equal(data, []byte{byte(seqs[0])}) {
 		t.Fatalf("load with the newest altered: seq %d, data %v, %v; want the older at %d", seq, data, err, seqs[0])
 	}
-	if len(skipped) != 1 || !errors.Is(skipped[0], eventstore.ErrSnapshotRefused) {
+	if len(skipped) != 1 || !errors.Is(skipped[0], snapshot.ErrRefused) {
 		t.Fatalf("skipped %v, want the newest refused", skipped)
 	}
 	alter(seqs[0])
-	if _, _, skipped, err := slot.Load(ctx); !errors.Is(err, eventstore.ErrSnapshotRefused) || len(skipped) != 1 {
+	if _, _, skipped, err := slot.Load(ctx); !errors.Is(err, snapshot.ErrRefused) || len(skipped) != 1 {
 		t.Fatalf("load with both altered: %v (skipped %v), want refused with the newer skipped", err, skipped)
 	}
 }
@@ -129,7 +130,7 @@ func snapshotBucket(t *testing.T, store *eventstore.NATSStore) jetstream.ObjectS
 	if err != nil {
 		t.Fatal(err)
 	}
-	os, err := js.ObjectStore(eventstoretest.Ctx(t, time.Minute), eventstore.SnapshotBucketDefault)
+	os, err := js.ObjectStore(eventstoretest.Ctx(t, time.Minute), snapshot.BucketDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,8 +145,8 @@ func snapshotBucket(t *testing.T, store *eventstore.NATSStore) jetstream.ObjectS
 // created keeps the mode it has and still works.
 func TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk(t *testing.T) {
 	dir := t.TempDir()
-	srv := runEmbedded(t, dir)
-	store := openStore(t, srv, eventstore.Config{})
+	srv := eventstoretest.RunEmbedded(t, dir)
+	store := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, time.Minute)
 	seq, head := oneEventHead(t, store)
 	js, err := jetstream.New(store.Conn())
@@ -160,10 +161,10 @@ func TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk(t *testing.T) {
 		}
 		return info.CachedInfo().Config.PersistMode
 	}
-	meta := eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: seq, Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
+	meta := snapshot.Meta{Kind: "writer", Chain: "c1", Sequence: seq, Head: head.Hash, Format: 1, RuleSet: "r", CreatedAt: time.Now().UTC()}
 	data := bytes.Repeat([]byte{5}, 3<<20)
 	for range 2 { // created, then bound to as it is
-		snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey})
+		snaps, err := snapshot.Open(ctx, store, snapshot.Config{Key: snapKey})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +172,7 @@ func TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if got := persist("OBJ_" + eventstore.SnapshotBucketDefault); got != jetstream.AsyncPersistMode {
+	if got := persist("OBJ_" + snapshot.BucketDefault); got != jetstream.AsyncPersistMode {
 		t.Fatalf("snapshot bucket persist mode %v, want async", got)
 	}
 	if got := persist(store.StreamName()); got != jetstream.DefaultPersistMode {
@@ -181,7 +182,7 @@ func TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk(t *testing.T) {
 	if _, err := js.CreateObjectStore(ctx, jetstream.ObjectStoreConfig{Bucket: "EARLIER", Storage: jetstream.FileStorage}); err != nil {
 		t.Fatal(err)
 	}
-	earlier, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, Bucket: "EARLIER"})
+	earlier, err := snapshot.Open(ctx, store, snapshot.Config{Key: snapKey, Bucket: "EARLIER"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,9 +195,9 @@ func TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk(t *testing.T) {
 	// after a clean restart of the server, both snapshots are read back whole
 	store.Close()
 	srv.Shutdown()
-	store = openStore(t, runEmbedded(t, dir), eventstore.Config{})
-	for bucket, want := range map[string]int{eventstore.SnapshotBucketDefault: len(data), "EARLIER": 1000} {
-		snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, Bucket: bucket})
+	store = eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, dir), eventstore.Config{})
+	for bucket, want := range map[string]int{snapshot.BucketDefault: len(data), "EARLIER": 1000} {
+		snaps, err := snapshot.Open(ctx, store, snapshot.Config{Key: snapKey, Bucket: bucket})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,12 +212,19 @@ func TestASingleNodeSnapshotBucketIsNotSyncedChunkByChunk(t *testing.T) {
 // sequence and the chain's head there.
 func oneEventHead(tb testing.TB, store *eventstore.NATSStore) (uint64, eventstore.Head) {
 	tb.Helper()
+	return oneEventHeadOf(tb, store, "c1")
+}
+
+// oneEventHeadOf appends one event to chain of store and returns its
+// sequence and the chain's head there.
+func oneEventHeadOf(tb testing.TB, store *eventstore.NATSStore, chain string) (uint64, eventstore.Head) {
+	tb.Helper()
 	ctx := eventstoretest.Ctx(tb, time.Minute)
-	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
+	seqs, err := store.Append(ctx, chain, eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
 	if err != nil {
 		tb.Fatal(err)
 	}
-	head, err := store.HeadAt(ctx, "c1", seqs[0])
+	head, err := store.HeadAt(ctx, chain, seqs[0])
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package eventstore
+package snapshot
 
 import (
 	"bytes"
@@ -21,32 +21,33 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// SnapshotPartBytesMax bounds one part of a snapshot. A snapshot is stored
+// PartBytesMax bounds one part of a snapshot. A snapshot is stored
 // as parts, each one Object Store object awaited before the next is sent:
 // the embedded server refuses (429) a stream's ingest past 128 MiB
 // buffered, and one object of a few hundred MB (the read models' after a
 // sold-out block) was never stored whole (docs/snapshots.md).
-const SnapshotPartBytesMax = 16 << 20
+const PartBytesMax = 16 << 20
 
-// snapshotPrefetch is how many parts a reader fetches ahead of the one
+// prefetch is how many parts a reader fetches ahead of the one
 // being decoded: the next parts download while the decoder works.
-const snapshotPrefetch = 3
+const prefetch = 3
 
-// snapshotManifestKey marks a manifest object; its value is the
-// manifest's layout version.
+// Metadata keys of a manifest object: manifestKey marks it, its value
+// the manifest's layout version, and macKey holds its MAC.
 const (
-	snapshotManifestKey     = "tresor-manifest"
-	snapshotManifestVersion = "1"
+	manifestKey     = "tresor-manifest"
+	manifestVersion = "1"
+	macKey          = "tresor-hmac"
 )
 
-// snapshotManifest names a snapshot's parts: the snapshot is complete and
+// manifestData names a snapshot's parts: the snapshot is complete and
 // trusted only as its manifest says, and the manifest is written last.
-type snapshotManifest struct {
-	SnapshotMeta
+type manifestData struct {
+	Meta
 	// ID is random, drawn for each snapshot: part MACs cover it, so that a
 	// part of another snapshot (even one at the same sequence) is refused.
-	ID    string         `json:"id"`
-	Parts []snapshotPart `json:"parts"`
+	ID    string `json:"id"`
+	Parts []part `json:"parts"`
 	// Sections holds the index of the first part of each section after
 	// the first, in order (PartWriter.Cut): LoadSections hands the first
 	// to its reader and the others to be opened alone, later. A snapshot
@@ -54,8 +55,8 @@ type snapshotManifest struct {
 	Sections []int `json:"sections,omitempty"`
 }
 
-// snapshotPart is one part's size and MAC.
-type snapshotPart struct {
+// part is one part's size and MAC.
+type part struct {
 	Bytes int    `json:"bytes"`
 	MAC   string `json:"mac"`
 }
@@ -67,8 +68,8 @@ func partName(manifest, id string, i int) string {
 }
 
 // manifestMAC authenticates a manifest under its name.
-func (s *Snapshots) manifestMAC(name string, manifest []byte) string {
-	h := hmac.New(sha256.New, s.cfg.Key)
+func (b *Bucket) manifestMAC(name string, manifest []byte) string {
+	h := hmac.New(sha256.New, b.cfg.Key)
 	h.Write([]byte("tresor/snapshot-manifest\x00" + name + "\x00"))
 	h.Write(manifest)
 	return hex.EncodeToString(h.Sum(nil))
@@ -76,8 +77,8 @@ func (s *Snapshots) manifestMAC(name string, manifest []byte) string {
 
 // partMAC authenticates part i of the snapshot named manifest with id: a
 // part moved to another index or snapshot fails it.
-func (s *Snapshots) partMAC(manifest, id string, i int, data []byte) string {
-	h := hmac.New(sha256.New, s.cfg.Key)
+func (b *Bucket) partMAC(manifest, id string, i int, data []byte) string {
+	h := hmac.New(sha256.New, b.cfg.Key)
 	h.Write([]byte("tresor/snapshot-part\x00" + manifest + "\x00" + id + "\x00"))
 	h.Write(binary.BigEndian.AppendUint64(nil, uint64(i)))
 	h.Write(data)
@@ -85,27 +86,19 @@ func (s *Snapshots) partMAC(manifest, id string, i int, data []byte) string {
 }
 
 // PartWriter stores what is written to it as parts of at most max bytes,
-// for PutParts' write.
+// for Slot.SaveParts' write.
 type PartWriter struct {
 	// ctx bounds the requests to the server; cut, the caller's context,
-	// cuts the bytes short (PutParts).
+	// cuts the bytes short (see putParts).
 	ctx, cut context.Context
-	s        *Snapshots
-	manifest snapshotManifest
+	b        *Bucket
+	manifest manifestData
 	name     string
 	buf      []byte
 	max      int
-	// pace holds the bytes to SnapshotConfig.PaceBytesPerSecond; Unpaced
-	// lifts it.
-	pace pace
+	// pace holds the bytes to the slot's pace (Pace).
+	pace limiter
 }
-
-// Unpaced sends what is written next as fast as the server takes it: for
-// a snapshot taken when nothing else waits on the server (serve's closing
-// snapshot, after its writer has stopped), which the pace would only make
-// the stop wait for (the 198 MB of read models of a sold-out block: a
-// stop of 16 to 17 s paced, 8 to 10 s unpaced).
-func (w *PartWriter) Unpaced() { w.pace.rate = 0 }
 
 func (w *PartWriter) Write(p []byte) (int, error) {
 	n := len(p)
@@ -156,79 +149,17 @@ func (w *PartWriter) writeWhole(data []byte) error {
 func (w *PartWriter) put(data []byte) error {
 	i := len(w.manifest.Parts)
 	name := partName(w.name, w.manifest.ID, i)
-	meta := jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(w.s.cfg.ChunkBytes)}}
-	if _, err := w.s.os.Put(w.ctx, meta, &pacedReader{ctx: w.cut, pace: &w.pace, data: data}); err != nil {
+	meta := jetstream.ObjectMeta{Name: name, Opts: &jetstream.ObjectMetaOptions{ChunkSize: uint32(w.b.cfg.ChunkBytes)}}
+	if _, err := w.b.os.Put(w.ctx, meta, &pacedReader{ctx: w.cut, pace: &w.pace, data: data}); err != nil {
 		return fmt.Errorf("put snapshot part %s: %w", name, err)
 	}
-	w.manifest.Parts = append(w.manifest.Parts, snapshotPart{Bytes: len(data), MAC: w.s.partMAC(w.name, w.manifest.ID, i, data)})
+	w.manifest.Parts = append(w.manifest.Parts, part{Bytes: len(data), MAC: w.b.partMAC(w.name, w.manifest.ID, i, data)})
 	w.manifest.Bytes += len(data)
 	return nil
 }
 
-// pacedReader hands a part to the Object Store, which publishes each read
-// (a chunk, SnapshotConfig.ChunkBytes) at once without waiting for its
-// acknowledgement: it holds a read back until the pace lets its bytes go,
-// so that the stream's commits never queue behind more than a chunk of
-// the snapshot's.
-type pacedReader struct {
-	ctx  context.Context
-	pace *pace
-	data []byte
-}
-
-func (r *pacedReader) Read(p []byte) (int, error) {
-	if len(r.data) == 0 {
-		return 0, io.EOF
-	}
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
-	}
-	if err := r.pace.wait(r.ctx, min(len(p), len(r.data))); err != nil {
-		return 0, err
-	}
-	n := copy(p, r.data)
-	r.data = r.data[n:]
-	return n, nil
-}
-
-// NewPacedReader returns a reader of data that holds each read back as a
-// snapshot's parts are held, at rate bytes a second (0: no pace). It is
-// exported for the latency yardstick of internal/bench, which stores
-// objects at the writer's pace with no writer beside it.
-func NewPacedReader(ctx context.Context, rate int, data []byte) io.Reader {
-	return &pacedReader{ctx: ctx, pace: &pace{rate: rate}, data: data}
-}
-
-// pace holds bytes back to a rate: the pace is a ceiling, not a wait
-// added, so time the server already took to take the bytes before counts
-// toward it.
-type pace struct {
-	rate int       // bytes a second; 0 lets every byte go at once
-	next time.Time // when the pace lets the next bytes go
-}
-
-// wait returns once the pace lets n more bytes go.
-func (p *pace) wait(ctx context.Context, n int) error {
-	if p.rate <= 0 {
-		return nil
-	}
-	now := time.Now()
-	if wait := p.next.Sub(now); wait > 0 {
-		t := time.NewTimer(wait)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		}
-		now = p.next
-	}
-	p.next = now.Add(time.Duration(n) * time.Second / time.Duration(p.rate))
-	return nil
-}
-
 // Cut ends a section: what is written next begins a new part and can be
-// read alone, authenticated by the manifest, with SnapshotSections.Open.
+// read alone, authenticated by the manifest, with Sections.Open.
 func (w *PartWriter) Cut() error {
 	if err := w.flush(); err != nil {
 		return err
@@ -237,31 +168,32 @@ func (w *PartWriter) Cut() error {
 	return nil
 }
 
-// PutParts stores what write writes as a snapshot described by meta: parts
-// of at most SnapshotConfig.PartBytes stored as write goes (so that write
+// putParts stores what write writes as a snapshot described by meta, at
+// rate bytes a second (0: as fast as the server takes them): parts
+// of at most Config.PartBytes stored as write goes (so that write
 // can stream its encoding without holding it whole), then a manifest naming
 // them, written last; then it deletes the oldest snapshots beyond Keep.
 //
 // A cancel of ctx cuts the store short at its next chunk: no more bytes
 // are sent, the chunks of the part being sent are purged, and no manifest
 // is written. The requests to the server keep ctx's deadline (and
-// snapshotPurgeGrace more) but not its cancel: the Object Store purges a
+// purgeGrace more) but not its cancel: the Object Store purges a
 // part cut short with its Put's context, and a cancelled one would leave
 // its chunks in the bucket for ever, under no name that a prune lists.
-func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(*PartWriter) error) error {
+func (b *Bucket) putParts(ctx context.Context, meta Meta, rate int, write func(*PartWriter) error) error {
 	var id [16]byte
 	if _, err := rand.Read(id[:]); err != nil {
 		return fmt.Errorf("put snapshot: %w", err)
 	}
 	req, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
 	if deadline, ok := ctx.Deadline(); ok {
-		req, cancel = context.WithDeadline(req, deadline.Add(snapshotPurgeGrace))
+		req, cancel = context.WithDeadline(req, deadline.Add(purgeGrace))
 	}
 	defer cancel()
 	meta.Bytes = 0
-	w := &PartWriter{ctx: req, cut: ctx, s: s, name: snapshotName(meta.Kind, meta.Chain, meta.Sequence),
-		manifest: snapshotManifest{SnapshotMeta: meta, ID: hex.EncodeToString(id[:])}, max: s.cfg.PartBytes,
-		pace: pace{rate: s.cfg.PaceBytesPerSecond}}
+	w := &PartWriter{ctx: req, cut: ctx, b: b, name: snapshotName(meta.Kind, meta.Chain, meta.Sequence),
+		manifest: manifestData{Meta: meta, ID: hex.EncodeToString(id[:])}, max: b.cfg.PartBytes,
+		pace: limiter{rate: rate}}
 	err := write(w)
 	if err == nil {
 		err = w.flush()
@@ -274,8 +206,8 @@ func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(
 		mb, err = json.Marshal(&w.manifest)
 	}
 	if err == nil {
-		om := jetstream.ObjectMeta{Name: w.name, Metadata: map[string]string{snapshotManifestKey: snapshotManifestVersion, snapshotMACKey: s.manifestMAC(w.name, mb)}}
-		if _, err = s.os.Put(req, om, bytes.NewReader(mb)); err != nil {
+		om := jetstream.ObjectMeta{Name: w.name, Metadata: map[string]string{manifestKey: manifestVersion, macKey: b.manifestMAC(w.name, mb)}}
+		if _, err = b.os.Put(req, om, bytes.NewReader(mb)); err != nil {
 			err = fmt.Errorf("put snapshot manifest %s: %w", w.name, err)
 		}
 	}
@@ -284,19 +216,19 @@ func (s *Snapshots) PutParts(ctx context.Context, meta SnapshotMeta, write func(
 		// once older than every snapshot kept.
 		return fmt.Errorf("put snapshot %s: %w", w.name, err)
 	}
-	return s.prune(req, meta.Kind, meta.Chain)
+	return b.prune(req, meta.Kind, meta.Chain)
 }
 
-// snapshotPurgeGrace is the time a store whose deadline has passed still
+// purgeGrace is the time a store whose deadline has passed still
 // has to purge the part it was sending.
-const snapshotPurgeGrace = 5 * time.Second
+const purgeGrace = 5 * time.Second
 
 // prune deletes the oldest snapshots beyond Keep, and every part older
 // than the oldest snapshot kept: those of the snapshots deleted and those
 // a store cut short left without a manifest. Parts at or after it may be
 // a store in progress.
-func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
-	all, err := s.objectNames(ctx)
+func (b *Bucket) prune(ctx context.Context, kind, chain string) error {
+	all, err := b.objectNames(ctx)
 	if err != nil {
 		return err
 	}
@@ -305,8 +237,8 @@ func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
 	// may be one an older build or an operator deleted, its marker left.
 	kept, oldest := 0, ""
 	for i := len(names) - 1; i >= 0; i-- {
-		if kept < s.cfg.Keep {
-			_, err := s.os.GetInfo(ctx, names[i])
+		if kept < b.cfg.Keep {
+			_, err := b.os.GetInfo(ctx, names[i])
 			if err == nil {
 				kept, oldest = kept+1, names[i]
 				continue
@@ -315,12 +247,12 @@ func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
 				return fmt.Errorf("prune snapshots: %w", err)
 			}
 		}
-		if err := s.remove(ctx, names[i]); err != nil {
+		if err := b.remove(ctx, names[i]); err != nil {
 			return fmt.Errorf("prune snapshot %s: %w", names[i], err)
 		}
 	}
 	if oldest == "" {
-		s.sweepChunks(ctx)
+		b.sweepChunks(ctx)
 		return nil
 	}
 	prefix := "part." + kind + "." + chain + "."
@@ -328,17 +260,17 @@ func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
 		// A part's name begins with its manifest's, whose sequence is
 		// zero-padded: names compare as sequences.
 		if strings.HasPrefix(name, prefix) && name < "part."+oldest {
-			if err := s.remove(ctx, name); err != nil {
+			if err := b.remove(ctx, name); err != nil {
 				return fmt.Errorf("prune snapshot part %s: %w", name, err)
 			}
 		}
 	}
-	s.sweepChunks(ctx)
+	b.sweepChunks(ctx)
 	return nil
 }
 
 // sweepChunks purges the chunks of objects that were never described and
-// whose newest chunk is older than SnapshotConfig.OrphanChunkAge: a store
+// whose newest chunk is older than Config.OrphanChunkAge: a store
 // cut short by a crash (kill -9) leaves the chunks it sent under a NUID
 // that only the object's description would have named, so that no prune
 // by name ever finds them. Each object described has at most one chunk
@@ -346,26 +278,26 @@ func (s *Snapshots) prune(ctx context.Context, kind, chain string) error {
 // outnumber them (after the prune above, every description left is an
 // object's). A failure is logged: the snapshot is stored, and the next
 // prune sweeps again.
-func (s *Snapshots) sweepChunks(ctx context.Context) {
-	if err := s.sweep(ctx); err != nil {
-		s.cfg.Logger.Warn("snapshot chunks not swept", "err", err)
+func (b *Bucket) sweepChunks(ctx context.Context) {
+	if err := b.sweep(ctx); err != nil {
+		b.cfg.Logger.Warn("snapshot chunks not swept", "err", err)
 	}
 }
 
-func (s *Snapshots) sweep(ctx context.Context) error {
-	rctx, cancel := s.store.reqCtx(ctx)
+func (b *Bucket) sweep(ctx context.Context) error {
+	rctx, cancel := b.reqCtx(ctx)
 	defer cancel()
-	info, err := s.stream.Info(rctx, jetstream.WithSubjectFilter(s.chunkPrefix+">"))
+	info, err := b.stream.Info(rctx, jetstream.WithSubjectFilter(b.chunkPrefix+">"))
 	if err != nil {
 		return fmt.Errorf("list snapshot chunks: %w", err)
 	}
-	names, err := s.objectNames(ctx)
+	names, err := b.objectNames(ctx)
 	if err != nil || len(info.State.Subjects) <= len(names) {
 		return err
 	}
 	described := make(map[string]bool, len(names))
 	for _, name := range names {
-		oi, err := s.os.GetInfo(ctx, name, jetstream.GetObjectInfoShowDeleted())
+		oi, err := b.os.GetInfo(ctx, name, jetstream.GetObjectInfoShowDeleted())
 		switch {
 		case errors.Is(err, jetstream.ErrObjectNotFound):
 			// Pruned meanwhile (the other kind's prune): its chunks with it.
@@ -376,10 +308,10 @@ func (s *Snapshots) sweep(ctx context.Context) error {
 		}
 	}
 	for subj := range info.State.Subjects {
-		if described[strings.TrimPrefix(subj, s.chunkPrefix)] {
+		if described[strings.TrimPrefix(subj, b.chunkPrefix)] {
 			continue
 		}
-		if err := s.purgeOrphan(ctx, subj); err != nil {
+		if err := b.purgeOrphan(ctx, subj); err != nil {
 			return err
 		}
 	}
@@ -387,24 +319,24 @@ func (s *Snapshots) sweep(ctx context.Context) error {
 }
 
 // purgeOrphan purges the chunks on subj if its newest is older than
-// SnapshotConfig.OrphanChunkAge.
-func (s *Snapshots) purgeOrphan(ctx context.Context, subj string) error {
-	ctx, cancel := s.store.reqCtx(ctx)
+// Config.OrphanChunkAge.
+func (b *Bucket) purgeOrphan(ctx context.Context, subj string) error {
+	ctx, cancel := b.reqCtx(ctx)
 	defer cancel()
-	last, err := s.stream.GetLastMsgForSubject(ctx, subj)
+	last, err := b.stream.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil
 	}
 	if err != nil {
 		return fmt.Errorf("sweep snapshot chunks %s: %w", subj, err)
 	}
-	if time.Since(last.Time) < s.cfg.OrphanChunkAge {
+	if time.Since(last.Time) < b.cfg.OrphanChunkAge {
 		return nil
 	}
-	if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
+	if err := b.stream.Purge(ctx, jetstream.WithPurgeSubject(subj)); err != nil {
 		return fmt.Errorf("purge snapshot chunks %s: %w", subj, err)
 	}
-	s.cfg.Logger.Info("snapshot chunks of a store cut short purged", "subject", subj, "newest", last.Time)
+	b.cfg.Logger.Info("snapshot chunks of a store cut short purged", "subject", subj, "newest", last.Time)
 	return nil
 }
 
@@ -413,97 +345,102 @@ func (s *Snapshots) purgeOrphan(ctx context.Context, subj string) error {
 // name the snapshots kept and their parts only, as many whatever the
 // history's length. A name whose object an older build deleted has its
 // marker purged the same way.
-func (s *Snapshots) remove(ctx context.Context, name string) error {
-	if err := s.os.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+func (b *Bucket) remove(ctx context.Context, name string) error {
+	if err := b.os.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 		return err
 	}
-	ctx, cancel := s.store.reqCtx(ctx)
+	ctx, cancel := b.reqCtx(ctx)
 	defer cancel()
-	if err := s.stream.Purge(ctx, jetstream.WithPurgeSubject(s.metaSubject(name))); err != nil {
+	if err := b.stream.Purge(ctx, jetstream.WithPurgeSubject(b.metaSubject(name))); err != nil {
 		return fmt.Errorf("purge the delete marker of %s: %w", name, err)
 	}
 	return nil
 }
 
-// open authenticates the snapshot name's manifest (or, for a snapshot
-// stored as one object by an older build, the whole object) and returns a
-// reader of its first section's data that fetches the parts ahead and
-// refuses, with an error wrapping ErrSnapshotRefused, any part that fails
-// its size or MAC, and the other sections. The caller closes the reader.
-func (s *Snapshots) open(ctx context.Context, name string) (SnapshotMeta, io.ReadCloser, *SnapshotSections, error) {
-	info, err := s.info(ctx, name)
+// open authenticates the snapshot name's manifest and returns a reader of
+// its first section's data that fetches the parts ahead and refuses, with
+// an error wrapping ErrRefused, any part that fails its size or MAC, and
+// the other sections. The caller closes the reader.
+func (b *Bucket) open(ctx context.Context, name string) (Meta, io.ReadCloser, *Sections, error) {
+	m, err := b.openManifest(ctx, name)
+	if err != nil {
+		return Meta{}, nil, nil, err
+	}
+	secs := &Sections{b: b, name: name, m: m}
+	return m.Meta, secs.open(ctx, -1), secs, nil
+}
+
+// openManifest reads and authenticates the manifest of the snapshot name:
+// errGone when it holds no object, an error wrapping ErrRefused or
+// ErrUnavailable when it cannot be read or trusted.
+func (b *Bucket) openManifest(ctx context.Context, name string) (*manifestData, error) {
+	info, err := b.info(ctx, name)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return SnapshotMeta{}, nil, nil, fmt.Errorf("%w: %s", errSnapshotGone, name)
+		return nil, fmt.Errorf("%w: %s", errGone, name)
 	}
 	if err != nil {
-		return SnapshotMeta{}, nil, nil, refused(err, "get snapshot %s", name)
+		return nil, refused(err, "get snapshot %s", name)
 	}
-	if _, ok := info.Metadata[snapshotManifestKey]; !ok {
-		meta, data, err := s.getLegacy(ctx, name, info)
-		if err != nil {
-			return SnapshotMeta{}, nil, nil, err
-		}
-		return meta, io.NopCloser(bytes.NewReader(data)), &SnapshotSections{}, nil
-	}
-	m, err := s.manifest(ctx, name, info)
-	if err != nil {
-		return SnapshotMeta{}, nil, nil, err
-	}
-	secs := &SnapshotSections{s: s, name: name, m: m}
-	return m.SnapshotMeta, secs.open(ctx, -1), secs, nil
+	return b.manifest(ctx, name, info)
 }
 
 // info reads the object info of the snapshot name within a request's time,
 // as the manifest is read.
-func (s *Snapshots) info(ctx context.Context, name string) (*jetstream.ObjectInfo, error) {
-	ctx, cancel := s.store.reqCtx(ctx)
+func (b *Bucket) info(ctx context.Context, name string) (*jetstream.ObjectInfo, error) {
+	ctx, cancel := b.reqCtx(ctx)
 	defer cancel()
-	return s.os.GetInfo(ctx, name)
+	return b.os.GetInfo(ctx, name)
 }
 
 // manifest reads and authenticates the manifest of the snapshot name,
-// whose object info is info; a manifest that fails is ErrSnapshotRefused.
-func (s *Snapshots) manifest(ctx context.Context, name string, info *jetstream.ObjectInfo) (*snapshotManifest, error) {
-	if v := info.Metadata[snapshotManifestKey]; v != snapshotManifestVersion {
-		return nil, fmt.Errorf("%w: %s: manifest version %s, this build reads %s", ErrSnapshotRefused, name, v, snapshotManifestVersion)
+// whose object info is info; a manifest that fails is ErrRefused.
+func (b *Bucket) manifest(ctx context.Context, name string, info *jetstream.ObjectInfo) (*manifestData, error) {
+	v, ok := info.Metadata[manifestKey]
+	if !ok {
+		// Builds before the manifests stored a snapshot as one object,
+		// which no build reads any more: skipped like any other refused.
+		return nil, fmt.Errorf("%w: %s: not a manifest (a snapshot stored as one object by an older build)", ErrRefused, name)
+	}
+	if v != manifestVersion {
+		return nil, fmt.Errorf("%w: %s: manifest version %s, this build reads %s", ErrRefused, name, v, manifestVersion)
 	}
 	// A manifest is small: a read that does not end within a request's
 	// time is a passing error, tried again, and not a wait as long as
 	// the caller's.
-	rctx, cancel := s.store.reqCtx(ctx)
-	mb, err := s.os.GetBytes(rctx, name)
+	rctx, cancel := b.reqCtx(ctx)
+	mb, err := b.os.GetBytes(rctx, name)
 	cancel()
 	if err != nil {
 		return nil, refused(err, "read %s", name)
 	}
-	if !hmac.Equal([]byte(s.manifestMAC(name, mb)), []byte(info.Metadata[snapshotMACKey])) {
-		return nil, fmt.Errorf("%w: %s: manifest authentication fails (altered or written under another key)", ErrSnapshotRefused, name)
+	if !hmac.Equal([]byte(b.manifestMAC(name, mb)), []byte(info.Metadata[macKey])) {
+		return nil, fmt.Errorf("%w: %s: manifest authentication fails (altered or written under another key)", ErrRefused, name)
 	}
-	var m snapshotManifest
+	var m manifestData
 	if err := json.Unmarshal(mb, &m); err != nil {
-		return nil, fmt.Errorf("%w: %s: manifest: %w", ErrSnapshotRefused, name, err)
+		return nil, fmt.Errorf("%w: %s: manifest: %w", ErrRefused, name, err)
 	}
 	prev := 0
 	for _, start := range m.Sections {
 		if start < prev || start > len(m.Parts) {
-			return nil, fmt.Errorf("%w: %s: manifest: a section from part %d of %d", ErrSnapshotRefused, name, start, len(m.Parts))
+			return nil, fmt.Errorf("%w: %s: manifest: a section from part %d of %d", ErrRefused, name, start, len(m.Parts))
 		}
 		prev = start
 	}
 	return &m, nil
 }
 
-// SnapshotSections are the sections of a snapshot after its first
+// Sections are the sections of a snapshot after its first
 // (PartWriter.Cut), each to be read alone once LoadSections has
 // authenticated the manifest that names their parts.
-type SnapshotSections struct {
-	s    *Snapshots
+type Sections struct {
+	b    *Bucket
 	name string
-	m    *snapshotManifest
+	m    *manifestData
 }
 
 // Len is how many sections follow the first.
-func (x *SnapshotSections) Len() int {
+func (x *Sections) Len() int {
 	if x.m == nil {
 		return 0
 	}
@@ -512,17 +449,17 @@ func (x *SnapshotSections) Len() int {
 
 // Open returns a reader of section i+1 (0 is the first after the one
 // LoadSections read), which refuses with an error wrapping
-// ErrSnapshotRefused a part that is missing, altered or of another
+// ErrRefused a part that is missing, altered or of another
 // snapshot. The caller closes it.
-func (x *SnapshotSections) Open(ctx context.Context, i int) (io.ReadCloser, error) {
+func (x *Sections) Open(ctx context.Context, i int) (io.ReadCloser, error) {
 	if i < 0 || i >= x.Len() {
-		return nil, fmt.Errorf("%w: %s: section %d of %d", ErrSnapshotRefused, x.name, i, x.Len())
+		return nil, fmt.Errorf("%w: %s: section %d of %d", ErrRefused, x.name, i, x.Len())
 	}
 	return x.open(ctx, i), nil
 }
 
 // open reads the parts of section i+1, -1 being the first.
-func (x *SnapshotSections) open(ctx context.Context, i int) io.ReadCloser {
+func (x *Sections) open(ctx context.Context, i int) io.ReadCloser {
 	from, to := 0, len(x.m.Parts)
 	if i >= 0 {
 		from = x.m.Sections[i]
@@ -531,8 +468,8 @@ func (x *SnapshotSections) open(ctx context.Context, i int) io.ReadCloser {
 		to = x.m.Sections[i+1]
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	ch := make(chan partResult, snapshotPrefetch-1)
-	go x.s.fetchParts(ctx, x.name, x.m, i+1, from, to, ch)
+	ch := make(chan partResult, prefetch-1)
+	go x.b.fetchParts(ctx, x.name, x.m, i+1, from, to, ch)
 	return &partReader{parts: ch, cancel: cancel}
 }
 
@@ -545,7 +482,7 @@ type partResult struct {
 // fetchParts fetches the manifest's parts from up to to in order, checks
 // each and hands it on, until the last or ctx ends; then it logs the
 // section's fetch (section 0 is the first).
-func (s *Snapshots) fetchParts(ctx context.Context, name string, m *snapshotManifest, section, from, to int, out chan<- partResult) {
+func (b *Bucket) fetchParts(ctx context.Context, name string, m *manifestData, section, from, to int, out chan<- partResult) {
 	defer close(out)
 	started := time.Now()
 	var fetching time.Duration
@@ -555,16 +492,16 @@ func (s *Snapshots) fetchParts(ctx context.Context, name string, m *snapshotMani
 		var res partResult
 		pn := partName(name, m.ID, i)
 		t := time.Now()
-		res.data, res.err = s.os.GetBytes(ctx, pn)
+		res.data, res.err = b.os.GetBytes(ctx, pn)
 		fetching += time.Since(t)
 		bytes += len(res.data)
 		switch {
 		case res.err != nil:
 			res.err = refused(res.err, "%s: part %d of %d", name, i, len(m.Parts))
 		case len(res.data) != p.Bytes:
-			res.err = fmt.Errorf("%w: %s: part %d of %d holds %d bytes, the manifest says %d", ErrSnapshotRefused, name, i, len(m.Parts), len(res.data), p.Bytes)
-		case !hmac.Equal([]byte(s.partMAC(name, m.ID, i, res.data)), []byte(p.MAC)):
-			res.err = fmt.Errorf("%w: %s: part %d of %d: authentication fails (altered, of another snapshot or written under another key)", ErrSnapshotRefused, name, i, len(m.Parts))
+			res.err = fmt.Errorf("%w: %s: part %d of %d holds %d bytes, the manifest says %d", ErrRefused, name, i, len(m.Parts), len(res.data), p.Bytes)
+		case !hmac.Equal([]byte(b.partMAC(name, m.ID, i, res.data)), []byte(p.MAC)):
+			res.err = fmt.Errorf("%w: %s: part %d of %d: authentication fails (altered, of another snapshot or written under another key)", ErrRefused, name, i, len(m.Parts))
 		}
 		select {
 		case out <- res:
@@ -581,7 +518,7 @@ func (s *Snapshots) fetchParts(ctx context.Context, name string, m *snapshotMani
 	}
 	// fetch is the time spent getting the parts; in all, with the time
 	// the reader took to take them (the prefetch is bounded).
-	s.cfg.Logger.Log(ctx, level, "snapshot section fetched", "name", name, "section", section, "parts", to-from, "bytes", bytes,
+	b.cfg.Logger.Log(ctx, level, "snapshot section fetched", "name", name, "section", section, "parts", to-from, "bytes", bytes,
 		"fetch", round(fetching), "mb_per_s", mbPerSecond(bytes, fetching), "in_all", since(started))
 }
 

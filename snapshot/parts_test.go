@@ -1,12 +1,9 @@
-package eventstore_test
+package snapshot_test
 
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -18,23 +15,20 @@ import (
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/snapshot"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // partsConfig stores snapshots in parts of 1 000 bytes, so that a few KB
 // make several.
-var partsConfig = eventstore.SnapshotConfig{Key: snapKey, PartBytes: 1000, Keep: 10}
+var partsConfig = snapshot.Config{Key: snapKey, PartBytes: 1000, Keep: 10}
 
 // TestASnapshotWithABadPartOrManifestFallsBackToTheOlderOne: whatever
 // happened to the newest snapshot's parts or manifest, Load names why it
 // skips it and returns the older one whole.
 func TestASnapshotWithABadPartOrManifestFallsBackToTheOlderOne(t *testing.T) {
-	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, 2*time.Minute)
-	snaps, err := store.OpenSnapshots(ctx, partsConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, snaps := partsBucket(t)
 	os := snapshotBucket(t, store)
 	older, newer := pattern(3500, 1), pattern(3500, 2)
 	for i, c := range []struct {
@@ -88,7 +82,7 @@ func TestASnapshotWithABadPartOrManifestFallsBackToTheOlderOne(t *testing.T) {
 			if err != nil || seq != seqs[0] || !bytes.Equal(data, older) {
 				t.Fatalf("altered: seq %d, %d bytes, %v; want the older at %d", seq, len(data), err, seqs[0])
 			}
-			if len(skipped) != 1 || !errors.Is(skipped[0], eventstore.ErrSnapshotRefused) || !strings.Contains(skipped[0].Error(), c.reason) {
+			if len(skipped) != 1 || !errors.Is(skipped[0], snapshot.ErrRefused) || !strings.Contains(skipped[0].Error(), c.reason) {
 				t.Fatalf("skipped %v, want one naming %q", skipped, c.reason)
 			}
 		})
@@ -99,12 +93,8 @@ func TestASnapshotWithABadPartOrManifestFallsBackToTheOlderOne(t *testing.T) {
 // pass but whose data the decoder refuses, or does not read to its end, is
 // not retried with an older one: the caller replays.
 func TestLoadPartsReturnsTheDecodersOwnErrors(t *testing.T) {
-	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, time.Minute)
-	snaps, err := store.OpenSnapshots(ctx, partsConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, snaps := partsBucket(t)
 	slot, _ := twoSnapshots(t, store, snaps, "c1", pattern(2500, 1), pattern(2500, 2))
 	bad := errors.New("does not decode")
 	calls := 0
@@ -117,41 +107,44 @@ func TestLoadPartsReturnsTheDecodersOwnErrors(t *testing.T) {
 	}
 }
 
-// TestASnapshotStoredAsOneObjectStillLoads: a snapshot an older build
-// stored as one object is read, and refused when altered.
-func TestASnapshotStoredAsOneObjectStillLoads(t *testing.T) {
-	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+// TestASnapshotStoredAsOneObjectIsSkipped: a snapshot an older build
+// stored as one object, without a manifest, is no longer read: a load
+// skips it, saying why, for an older snapshot, or refuses it (the stream
+// is then replayed) when it is the only one; the tail's evidence ignores
+// it. Nothing stops on it.
+func TestASnapshotStoredAsOneObjectIsSkipped(t *testing.T) {
 	ctx := eventstoretest.Ctx(t, time.Minute)
-	snaps, err := store.OpenSnapshots(ctx, partsConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seq, head := oneEventHead(t, store)
-	data := pattern(5000, 3)
-	meta, err := json.Marshal(eventstore.SnapshotMeta{Kind: "writer", Chain: "c1", Sequence: seq, ChainSeq: head.ChainSeq, Head: head.Hash, Format: 1, RuleSet: "r", Bytes: len(data)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := hmac.New(sha256.New, snapKey)
-	h.Write(meta)
-	h.Write([]byte{0})
-	h.Write(data)
+	store, snaps := partsBucket(t)
 	os := snapshotBucket(t, store)
-	put := func(data []byte) {
+	putOneObject := func(chain string, seq uint64, head eventstore.Head) {
 		t.Helper()
-		om := jetstream.ObjectMeta{Name: fmt.Sprintf("writer.c1.%020d", seq), Metadata: map[string]string{"tresor-snapshot": string(meta), "tresor-hmac": hex.EncodeToString(h.Sum(nil))}}
-		if _, err := os.Put(ctx, om, bytes.NewReader(data)); err != nil {
+		meta, err := json.Marshal(snapshot.Meta{Kind: "writer", Chain: chain, Sequence: seq, ChainSeq: head.ChainSeq, Head: head.Hash, Format: 1, RuleSet: "r", Bytes: 5000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		om := jetstream.ObjectMeta{Name: fmt.Sprintf("writer.%s.%020d", chain, seq), Metadata: map[string]string{"tresor-snapshot": string(meta), "tresor-hmac": "00"}}
+		if _, err := os.Put(ctx, om, bytes.NewReader(pattern(5000, 3))); err != nil {
 			t.Fatal(err)
 		}
 	}
-	put(data)
+	// alone: refused, the stream replayed
+	seq, head := oneEventHead(t, store)
+	putOneObject("c1", seq, head)
 	slot := snaps.Slot("writer", "c1", 1, "r")
-	if loaded, got, _, err := slot.Load(ctx); err != nil || loaded != seq || !bytes.Equal(got, data) {
-		t.Fatalf("one-object snapshot: seq %d, %d bytes, %v", loaded, len(got), err)
+	if _, _, _, err := slot.Load(ctx); !errors.Is(err, snapshot.ErrRefused) || !strings.Contains(err.Error(), "stored as one object") {
+		t.Fatalf("one-object snapshot alone: %v, want it refused", err)
 	}
-	put(data[:4000])
-	if _, _, _, err := slot.Load(ctx); !errors.Is(err, eventstore.ErrSnapshotRefused) || !strings.Contains(err.Error(), "authentication fails") {
-		t.Fatalf("one-object snapshot cut short: %v", err)
+	if ev, err := snaps.Evidence(ctx, "c1"); err != nil || len(ev) != 0 {
+		t.Fatalf("evidence of a one-object snapshot: %v, %v; want none", ev, err)
+	}
+	// newer than a snapshot with a manifest: skipped for it
+	older := pattern(2500, 1)
+	slot2, seqs := twoSnapshots(t, store, snaps, "c2", older, older)
+	seq, head = oneEventHeadOf(t, store, "c2")
+	putOneObject("c2", seq, head)
+	got, data, skipped, err := slot2.Load(ctx)
+	if err != nil || got != seqs[1] || !bytes.Equal(data, older) || len(skipped) != 1 || !errors.Is(skipped[0], snapshot.ErrRefused) {
+		t.Fatalf("one-object snapshot newest: seq %d (want %d), %d bytes, skipped %v, %v", got, seqs[1], len(data), skipped, err)
 	}
 }
 
@@ -160,12 +153,8 @@ func TestASnapshotStoredAsOneObjectStillLoads(t *testing.T) {
 // its parts checked against the manifest authenticated at the load, so
 // that one altered, missing or of another snapshot is refused then.
 func TestASnapshotInSectionsReadsEachSectionAlone(t *testing.T) {
-	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, time.Minute)
-	snaps, err := store.OpenSnapshots(ctx, partsConfig)
-	if err != nil {
-		t.Fatal(err)
-	}
+	store, snaps := partsBucket(t)
 	os := snapshotBucket(t, store)
 	sections := [][]byte{pattern(1500, 1), pattern(500, 2), pattern(2200, 3)}
 	// given a snapshot of three sections (2, 1 and 3 parts) after an
@@ -179,7 +168,7 @@ func TestASnapshotInSectionsReadsEachSectionAlone(t *testing.T) {
 	if err := slot.Save(ctx, seqs[0], pattern(2500, 9)); err != nil {
 		t.Fatal(err)
 	}
-	err = slot.SaveParts(ctx, seqs[1], func(w *eventstore.PartWriter) error {
+	err = slot.SaveParts(ctx, seqs[1], func(w *snapshot.PartWriter) error {
 		for i, b := range sections {
 			if i > 0 {
 				if err := w.Cut(); err != nil {
@@ -196,8 +185,8 @@ func TestASnapshotInSectionsReadsEachSectionAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 	// when it is loaded, its reader reads the first section
-	var rest *eventstore.SnapshotSections
-	seq, _, err := slot.LoadSections(ctx, func(_ uint64, r io.Reader, x *eventstore.SnapshotSections) error {
+	var rest *snapshot.Sections
+	seq, _, err := slot.LoadSections(ctx, func(_ uint64, r io.Reader, x *snapshot.Sections) error {
 		first, err := io.ReadAll(r)
 		if err == nil && !bytes.Equal(first, sections[0]) {
 			err = fmt.Errorf("first section of %d bytes", len(first))
@@ -222,7 +211,7 @@ func TestASnapshotInSectionsReadsEachSectionAlone(t *testing.T) {
 			t.Fatalf("section %d: %d bytes, %v", i+1, len(got), err)
 		}
 	}
-	if _, err := rest.Open(ctx, 2); !errors.Is(err, eventstore.ErrSnapshotRefused) {
+	if _, err := rest.Open(ctx, 2); !errors.Is(err, snapshot.ErrRefused) {
 		t.Fatalf("a section beyond the last: %v", err)
 	}
 	// and a part altered, of another snapshot or missing is refused
@@ -248,7 +237,7 @@ func TestASnapshotInSectionsReadsEachSectionAlone(t *testing.T) {
 		} else {
 			putBytes(t, os, parts[c.part], c.data)
 		}
-		if _, err := read(1); !errors.Is(err, eventstore.ErrSnapshotRefused) || !strings.Contains(err.Error(), c.reason) {
+		if _, err := read(1); !errors.Is(err, snapshot.ErrRefused) || !strings.Contains(err.Error(), c.reason) {
 			t.Fatalf("a part %s: %v, want %q", c.name, err, c.reason)
 		}
 	}
@@ -281,9 +270,21 @@ func TestPruningDeletesTheParts(t *testing.T) {
 	}
 }
 
+// partsBucket opens a bucket under partsConfig beside a store on a new
+// embedded server.
+func partsBucket(t *testing.T) (*eventstore.NATSStore, *snapshot.Bucket) {
+	t.Helper()
+	store := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
+	snaps, err := snapshot.Open(eventstoretest.Ctx(t, time.Minute), store, partsConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store, snaps
+}
+
 // twoSnapshots appends two events to chain and saves older at the first,
 // newer at the second.
-func twoSnapshots(t *testing.T, store *eventstore.NATSStore, snaps *eventstore.Snapshots, chain string, older, newer []byte) (*eventstore.SnapshotSlot, []uint64) {
+func twoSnapshots(t *testing.T, store *eventstore.NATSStore, snaps *snapshot.Bucket, chain string, older, newer []byte) (*snapshot.Slot, []uint64) {
 	t.Helper()
 	ctx := eventstoretest.Ctx(t, time.Minute)
 	seqs, err := store.Append(ctx, chain, eventstore.AppendRequest{Events: []eventstore.Event{
@@ -358,7 +359,8 @@ func putBytes(t *testing.T, os jetstream.ObjectStore, name string, b []byte) {
 // decoding.
 func BenchmarkSnapshotParts(b *testing.B) {
 	// Unpaced: what the server and disk take.
-	slot, seq := oneEventSlot(b, eventstore.SnapshotConfig{Key: snapKey, PaceBytesPerSecond: -1})
+	slot, seq := oneEventSlot(b, snapshot.Config{Key: snapKey})
+	slot = slot.Paced(snapshot.Unpaced)
 	ctx := context.Background()
 	data := pattern(128<<20, 5)
 	var save, load time.Duration
@@ -379,28 +381,20 @@ func BenchmarkSnapshotParts(b *testing.B) {
 	b.ReportMetric(mb/load.Seconds(), "MB/s-load")
 }
 
-// TestASnapshotIsSentAtItsPace: a snapshot's bytes go no faster than
-// PaceBytesPerSecond, or than a slot's own pace (SnapshotSlot.Paced, the
-// writer's) over an unpaced bucket's (1 MiB at 4 MiB/s: at least the time
-// of its bytes after the first chunk, 128 KiB), across its parts, and it
-// reads back whole. A slot paced within a time (SnapshotSlot.PacedWithin)
-// goes faster than its pace when that would take longer: 1 MiB paced at
-// 256 KiB/s within a quarter second goes at 4 MiB/s, not in 3.5 s.
+// TestASnapshotIsSentAtItsPace: a snapshot's bytes go no faster than its
+// slot's pace (1 MiB at 4 MiB/s: at least the time of its bytes after the
+// first chunk, 128 KiB), across its parts, and it reads back whole. A pace
+// within a time (Pace.Within) goes faster when its rate would take longer:
+// 1 MiB paced at 256 KiB/s within a quarter second goes at 4 MiB/s, not in
+// 3.5 s.
 func TestASnapshotIsSentAtItsPace(t *testing.T) {
 	for _, c := range []struct {
-		name     string
-		bucket   int
-		slotPace int
-		within   time.Duration
-	}{{"bucket", 4 << 20, 0, 0}, {"slot", -1, 4 << 20, 0}, {"within", -1, 256 << 10, time.Second / 4}} {
+		name string
+		pace snapshot.Pace
+	}{{"rate", snapshot.Pace{BytesPerSecond: 4 << 20}}, {"within", snapshot.Pace{BytesPerSecond: 256 << 10, Within: time.Second / 4}}} {
 		t.Run(c.name, func(t *testing.T) {
-			slot, seq := oneEventSlot(t, eventstore.SnapshotConfig{Key: snapKey, PartBytes: 300 << 10, PaceBytesPerSecond: c.bucket, ChunkBytes: 128 << 10})
-			switch {
-			case c.within != 0:
-				slot = slot.PacedWithin(c.slotPace, c.within)
-			case c.slotPace != 0:
-				slot = slot.Paced(c.slotPace)
-			}
+			slot, seq := oneEventSlot(t, snapshot.Config{Key: snapKey, PartBytes: 300 << 10, ChunkBytes: 128 << 10})
+			slot = slot.Paced(c.pace)
 			ctx := context.Background()
 			data := pattern(1<<20, 7)
 			start := time.Now()
@@ -409,8 +403,8 @@ func TestASnapshotIsSentAtItsPace(t *testing.T) {
 			}
 			if took, least := time.Since(start), time.Duration(len(data)-128<<10)*time.Second/(4<<20); took < least {
 				t.Errorf("1 MiB stored in %s at 4 MiB/s, want at least %s", took, least)
-			} else if most := 2 * time.Second; c.within != 0 && took > most {
-				t.Errorf("1 MiB stored in %s within %s, want at most %s (at its pace alone: 3.5 s)", took, c.within, most)
+			} else if most := 2 * time.Second; c.pace.Within != 0 && took > most {
+				t.Errorf("1 MiB stored in %s within %s, want at most %s (at its rate alone: 3.5 s)", took, c.pace.Within, most)
 			}
 			_, got, _, err := slot.Load(ctx)
 			if err != nil || !bytes.Equal(got, data) {
@@ -420,17 +414,17 @@ func TestASnapshotIsSentAtItsPace(t *testing.T) {
 	}
 }
 
-// TestAnUnpacedSnapshotIsNotHeldToThePace: after PartWriter.Unpaced (serve's
-// closing snapshot) the bytes go as fast as the server takes them: 1 MiB
-// at a pace of 16 KiB/s would take 64 s; it is stored in far less, and
-// reads back whole.
+// TestAnUnpacedSnapshotIsNotHeldToThePace: a slot's saves after
+// Paced(Unpaced) (serve's closing snapshots) go as fast as the server
+// takes them: 1 MiB at a pace of 16 KiB/s would take 64 s; it is stored
+// in far less, and reads back whole.
 func TestAnUnpacedSnapshotIsNotHeldToThePace(t *testing.T) {
-	slot, seq := oneEventSlot(t, eventstore.SnapshotConfig{Key: snapKey, PartBytes: 300 << 10, PaceBytesPerSecond: 16 << 10, ChunkBytes: 128 << 10})
+	slot, seq := oneEventSlot(t, snapshot.Config{Key: snapKey, PartBytes: 300 << 10, ChunkBytes: 128 << 10})
+	slot = slot.Paced(snapshot.Pace{BytesPerSecond: 16 << 10}).Paced(snapshot.Unpaced)
 	ctx := context.Background()
 	data := pattern(1<<20, 9)
 	start := time.Now()
-	err := slot.SaveParts(ctx, seq, func(w *eventstore.PartWriter) error {
-		w.Unpaced()
+	err := slot.SaveParts(ctx, seq, func(w *snapshot.PartWriter) error {
 		_, err := w.Write(data)
 		return err
 	})
@@ -454,11 +448,11 @@ func TestAnUnpacedSnapshotIsNotHeldToThePace(t *testing.T) {
 func TestASnapshotIsSentInChunksOfAMebibyte(t *testing.T) {
 	store, seq := oneEventStore(t)
 	ctx := eventstoretest.Ctx(t, time.Minute)
-	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, PaceBytesPerSecond: -1})
+	snaps, err := snapshot.Open(ctx, store, snapshot.Config{Key: snapKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	slot := snaps.Slot("writer", "c1", 1, "r")
+	slot := snaps.Slot("writer", "c1", 1, "r").Paced(snapshot.Unpaced)
 	data := pattern(5<<19, 9)
 	if err := slot.Save(ctx, seq, data); err != nil {
 		t.Fatal(err)
@@ -472,8 +466,8 @@ func TestASnapshotIsSentInChunksOfAMebibyte(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.Opts == nil || info.Opts.ChunkSize != eventstore.SnapshotChunkDefault || info.Chunks != 3 {
-		t.Errorf("part of %d bytes stored as %d chunks (options %+v), want 3 of %d", info.Size, info.Chunks, info.Opts, eventstore.SnapshotChunkDefault)
+	if info.Opts == nil || info.Opts.ChunkSize != snapshot.ChunkBytesDefault || info.Chunks != 3 {
+		t.Errorf("part of %d bytes stored as %d chunks (options %+v), want 3 of %d", info.Size, info.Chunks, info.Opts, snapshot.ChunkBytesDefault)
 	}
 	if _, got, _, err := slot.Load(ctx); err != nil || !bytes.Equal(got, data) {
 		t.Fatalf("loaded %d bytes (%v), want the %d stored", len(got), err, len(data))
@@ -482,10 +476,10 @@ func TestASnapshotIsSentInChunksOfAMebibyte(t *testing.T) {
 
 // oneEventSlot opens a slot under cfg on an embedded server whose stream
 // holds one event of chain c1, and returns it with that event's sequence.
-func oneEventSlot(tb testing.TB, cfg eventstore.SnapshotConfig) (*eventstore.SnapshotSlot, uint64) {
+func oneEventSlot(tb testing.TB, cfg snapshot.Config) (*snapshot.Slot, uint64) {
 	tb.Helper()
 	store, seq := oneEventStore(tb)
-	snaps, err := store.OpenSnapshots(context.Background(), cfg)
+	snaps, err := snapshot.Open(context.Background(), store, cfg)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -496,7 +490,7 @@ func oneEventSlot(tb testing.TB, cfg eventstore.SnapshotConfig) (*eventstore.Sna
 // event to chain c1, whose sequence it returns.
 func oneEventStore(tb testing.TB) (*eventstore.NATSStore, uint64) {
 	tb.Helper()
-	store := openStore(tb, runEmbedded(tb, tb.TempDir()), eventstore.Config{})
+	store := eventstoretest.OpenEmbedded(tb, eventstoretest.RunEmbedded(tb, tb.TempDir()), eventstore.Config{})
 	seqs, err := store.Append(context.Background(), "c1", eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("T", "a", "1", 1)}})
 	if err != nil {
 		tb.Fatal(err)
@@ -553,11 +547,11 @@ func metaSubjectNames(t *testing.T, store *eventstore.NATSStore) []string {
 		t.Fatal(err)
 	}
 	ctx := eventstoretest.Ctx(t, time.Minute)
-	s, err := js.Stream(ctx, "OBJ_"+eventstore.SnapshotBucketDefault)
+	s, err := js.Stream(ctx, "OBJ_"+snapshot.BucketDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := "$O." + eventstore.SnapshotBucketDefault + ".M."
+	prefix := "$O." + snapshot.BucketDefault + ".M."
 	info, err := s.Info(ctx, jetstream.WithSubjectFilter(prefix+">"))
 	if err != nil {
 		t.Fatal(err)
@@ -581,13 +575,13 @@ func manifests(names []string) []string {
 
 // keepingTwo opens, on a new server, snapshots that keep two of each kind,
 // in parts of 1 000 bytes, and appends n events to chain c1.
-func keepingTwo(t *testing.T, n int) (*eventstore.NATSStore, *eventstore.Snapshots, jetstream.ObjectStore, []uint64) {
+func keepingTwo(t *testing.T, n int) (*eventstore.NATSStore, *snapshot.Bucket, jetstream.ObjectStore, []uint64) {
 	t.Helper()
-	store := openStore(t, runEmbedded(t, t.TempDir()), eventstore.Config{})
+	store := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, time.Minute)
 	cfg := partsConfig
 	cfg.Keep = 2
-	snaps, err := store.OpenSnapshots(ctx, cfg)
+	snaps, err := snapshot.Open(ctx, store, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -609,11 +603,11 @@ func keepingTwo(t *testing.T, n int) (*eventstore.NATSStore, *eventstore.Snapsho
 // that a prune lists, kept for ever.
 func TestASnapshotCutShortLeavesNoChunkBehind(t *testing.T) {
 	store, seq := oneEventStore(t)
-	snaps, err := store.OpenSnapshots(context.Background(), eventstore.SnapshotConfig{Key: snapKey, ChunkBytes: 64 << 10})
+	snaps, err := snapshot.Open(context.Background(), store, snapshot.Config{Key: snapKey, ChunkBytes: 64 << 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	slot := snaps.Slot("writer", "c1", 1, "r").Paced(256 << 10)
+	slot := snaps.Slot("writer", "c1", 1, "r").Paced(snapshot.Pace{BytesPerSecond: 256 << 10})
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(300*time.Millisecond, cancel)
 	if err := slot.Save(ctx, seq, pattern(1<<20, 3)); !errors.Is(err, context.Canceled) {
@@ -623,7 +617,7 @@ func TestASnapshotCutShortLeavesNoChunkBehind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := js.Stream(eventstoretest.Ctx(t, time.Minute), "OBJ_"+eventstore.SnapshotBucketDefault)
+	s, err := js.Stream(eventstoretest.Ctx(t, time.Minute), "OBJ_"+snapshot.BucketDefault)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -644,7 +638,7 @@ func TestAPruneSweepsTheChunksACrashLeft(t *testing.T) {
 	ctx := eventstoretest.Ctx(t, time.Minute)
 	store, seq := oneEventStore(t)
 	age := 500 * time.Millisecond
-	snaps, err := store.OpenSnapshots(ctx, eventstore.SnapshotConfig{Key: snapKey, OrphanChunkAge: age})
+	snaps, err := snapshot.Open(ctx, store, snapshot.Config{Key: snapKey, OrphanChunkAge: age})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -653,13 +647,13 @@ func TestAPruneSweepsTheChunksACrashLeft(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	orphan := "$O." + eventstore.SnapshotBucketDefault + ".C.crashedstore0000000000"
+	orphan := "$O." + snapshot.BucketDefault + ".C.crashedstore0000000000"
 	for range 3 {
 		if _, err := js.Publish(ctx, orphan, pattern(64<<10, 5)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	bucket, err := js.Stream(ctx, "OBJ_"+eventstore.SnapshotBucketDefault)
+	bucket, err := js.Stream(ctx, "OBJ_"+snapshot.BucketDefault)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,8 @@
-package eventstore_test
+package snapshot_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/snapshot"
 )
 
 // BenchmarkCommitLatencyWhileStoring measures the latency of atomic
@@ -28,18 +30,24 @@ import (
 // TRESOR_BENCH_SECONDS (each sub-benchmark's length, default 20).
 func BenchmarkCommitLatencyWhileStoring(b *testing.B) {
 	secs := envInt(b, "TRESOR_BENCH_SECONDS", 20)
-	cfg := eventstore.SnapshotConfig{Key: snapKey, ChunkBytes: envInt(b, "TRESOR_BENCH_CHUNK", 0),
-		PaceBytesPerSecond: envInt(b, "TRESOR_BENCH_PACE", 0)}
+	cfg := snapshot.Config{Key: snapKey, ChunkBytes: envInt(b, "TRESOR_BENCH_CHUNK", 0)}
+	pace := snapshot.DefaultPace
+	if n := envInt(b, "TRESOR_BENCH_PACE", 0); n != 0 {
+		pace = snapshot.Pace{BytesPerSecond: n}
+	}
 	for _, storing := range []bool{false, true} {
 		b.Run(fmt.Sprintf("storing=%v", storing), func(b *testing.B) {
 			for b.Loop() {
-				during, outside := commitLatencies(b, cfg, storing, os.Getenv("TRESOR_BENCH_OWNCONN") == "1", time.Duration(secs)*time.Second)
+				during, outside := commitLatencies(b, cfg, pace, storing, os.Getenv("TRESOR_BENCH_OWNCONN") == "1", time.Duration(secs)*time.Second)
 				report(b, "during", during)
 				report(b, "outside", outside)
 			}
 		})
 	}
 }
+
+// eventPayload is the size of a typical Tresor event body.
+var eventPayload = json.RawMessage(`{"player":"p-000123","block":"b-0042","unit":314159,"stake_cents":200,"tier":"sapphire_x2","prize_cents":600}`)
 
 func envInt(tb testing.TB, name string, def int) int {
 	v := os.Getenv(name)
@@ -74,18 +82,18 @@ func report(b *testing.B, what string, lat []time.Duration) {
 }
 
 // commitLatencies appends batches of 20 events every 20 ms for d, storing a
-// 48 MiB snapshot over and over meanwhile when storing (on a connection of
+// 48 MiB snapshot at pace over and over meanwhile when storing (on a connection of
 // its own when ownConn), and returns the latencies of the appends
 // scheduled during a store and outside one.
-func commitLatencies(b *testing.B, cfg eventstore.SnapshotConfig, storing, ownConn bool, d time.Duration) (during, outside []time.Duration) {
-	srv := runEmbedded(b, b.TempDir())
-	store := openStore(b, srv, eventstore.Config{})
+func commitLatencies(b *testing.B, cfg snapshot.Config, pace snapshot.Pace, storing, ownConn bool, d time.Duration) (during, outside []time.Duration) {
+	srv := eventstoretest.RunEmbedded(b, b.TempDir())
+	store := eventstoretest.OpenEmbedded(b, srv, eventstore.Config{})
 	ctx, cancel := context.WithTimeout(context.Background(), d+time.Minute)
 	defer cancel()
 	events := make([]eventstore.Event, 20)
 	for i := range events {
 		events[i] = eventstoretest.Ev("T", fmt.Sprintf("a%d", i), "x", i)
-		events[i].Payload = benchPayload
+		events[i].Payload = eventPayload
 	}
 	seqs, err := store.Append(ctx, "c1", eventstore.AppendRequest{Events: events})
 	if err != nil {
@@ -98,13 +106,13 @@ func commitLatencies(b *testing.B, cfg eventstore.SnapshotConfig, storing, ownCo
 	if storing {
 		on := store
 		if ownConn {
-			on = openStore(b, srv, eventstore.Config{})
+			on = eventstoretest.OpenEmbedded(b, srv, eventstore.Config{})
 		}
-		snaps, err := on.OpenSnapshots(ctx, cfg)
+		snaps, err := snapshot.Open(ctx, on, cfg)
 		if err != nil {
 			b.Fatal(err)
 		}
-		slot := snaps.Slot("writer", "c1", 1, "r")
+		slot := snaps.Slot("writer", "c1", 1, "r").Paced(pace)
 		data := pattern(48<<20, 3)
 		wg.Add(1)
 		go func() {
