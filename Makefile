@@ -108,7 +108,7 @@ fmt:
 vet:
 	$(GO) vet ./...
 
-# imports keeps the dependency rule of style.md: domain and domain/codec
+# imports keeps the dependency rule: domain and domain/codec
 # import only the standard library (and decimal, and codec domain); eventstore and projections never import
 # each other; web imports only domain; nothing imports cmd; the finance
 # feed reads the stream through eventstore and domain only, never a read

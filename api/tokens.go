@@ -13,7 +13,9 @@ import (
 // Role is what a token may do.
 type Role string
 
-// The four roles of design.md "Who uses it".
+// The four roles: a player plays on their own account, the operator runs
+// the game and its players' accounts, finance and the regulator read
+// (docs/api.md says what each may call).
 const (
 	RolePlayer    Role = "player"
 	RoleOperator  Role = "operator"

@@ -17,8 +17,8 @@ import (
 // progress, controls), the chains' heads and last verified seals, its
 // position in the stream and the violations found so far. An incremental
 // audit saves it (WriteStateFile) and the next one resumes from it
-// (Resume). Its JSON keys are the format of docs/snapshots.md, "Audit state
-// files": never rename one; a change of meaning is a new StateVersion.
+// (Resume). Its JSON keys are the format of docs/audit.md, "The state
+// file": never rename one; a change of meaning is a new StateVersion.
 type State struct {
 	// RulesVersion, BlockUnits, KeyID and SealGapMax are the audit's
 	// configuration: a state resumes only under the same one.

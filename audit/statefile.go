@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 )
 
-// The format of audit state files (docs/snapshots.md, "Audit state
-// files"). A reader refuses any other format or version.
+// The format of audit state files (docs/audit.md, "The state file"). A
+// reader refuses any other format or version.
 const (
 	StateFormat  = "tresor-audit-state"
 	StateVersion = 1

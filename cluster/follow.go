@@ -170,8 +170,9 @@ func (f *follower) takeSnapshots(ctx context.Context) {
 			continue
 		}
 		if seq, data, encoded, ok := f.encode(); ok {
-			// A stop cuts the store short: at the writer's pace it
-			// would wait for it (12 s for 12 MB).
+			// A stop cuts the store short: at the writer's pace a
+			// large ledger's store takes seconds, which it would wait
+			// for.
 			snapshot.Save(ctx, f.cfg.Snapshots, f.log, seq, data, encoded)
 		}
 	}

@@ -9,7 +9,7 @@ import (
 
 // VerifierState is what a Verifier remembers, so that an incremental audit
 // can save it at the end of a run and resume from it on the next
-// (docs/snapshots.md, "Audit state files"). Hashes are lowercase hex.
+// (docs/audit.md, "The state file"). Hashes are lowercase hex.
 type VerifierState struct {
 	// FromStart is true when every chain was verified from position 1.
 	FromStart bool `json:"from_start"`

@@ -317,8 +317,9 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 		decks++
 	}
 	if decks > 0 {
-		// A start waits for it: a deck is rebuilt from its seed (about a
-		// second of CPU a full block), whatever the history's length.
+		// A start waits for it: a deck is rebuilt from its seed, a
+		// whole block's shuffle and Merkle tree, whatever the history's
+		// length.
 		cfg.Logger.Info("decks reopened", "blocks", decks, "after", time.Since(decksStart).Round(time.Millisecond))
 	}
 	if cfg.Snapshots != nil && cfg.Start == nil {

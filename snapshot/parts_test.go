@@ -354,8 +354,8 @@ func putBytes(t *testing.T, os jetstream.ObjectStore, name string, b []byte) {
 }
 
 // BenchmarkSnapshotParts measures storing and loading a 128 MiB snapshot
-// (8 parts of 16 MiB, the read models' after a sold-out block is 119 MB)
-// on an embedded server: what a start spends fetching it, beside its
+// (8 parts of 16 MiB, about the read models' after a sold-out block) on
+// an embedded server: what a start spends fetching it, beside its
 // decoding.
 func BenchmarkSnapshotParts(b *testing.B) {
 	// Unpaced: what the server and disk take.

@@ -116,10 +116,10 @@ func (p *projectionSnapshots) warm(ctx context.Context, ready func() bool) {
 	}
 }
 
-// save freezes the store's rows (batches wait a few milliseconds per
-// 100 000 plays; first, the shards of the snapshot restored that are not
-// loaded yet), then encodes them outside the lock, streamed into the
-// snapshot's parts; a failure is logged. The writer does not wait. Nothing
+// save freezes the store's rows (batches wait for the copy only; first,
+// the shards of the snapshot restored that are not loaded yet), then
+// encodes them outside the lock, streamed into the snapshot's parts; a
+// failure is logged. The writer does not wait. Nothing
 // new since the last snapshot taken or loaded is not worth a freeze, which
 // would first load every shard not loaded yet (a stop right after a start).
 // A closing snapshot, taken once the runner and the writer have stopped,

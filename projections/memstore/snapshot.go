@@ -17,9 +17,9 @@ import (
 // FormatVersion is the version of the snapshot format (docs/snapshots.md):
 // a change to the read models' rows takes a new one, and Restore refuses
 // every other, so that the store is rebuilt from the stream instead.
-// Version 1 was JSON (about 3 KB a play); version 2 binary, one section,
-// restored whole; version 3 is version 2's rows in a hot section, restored
-// at the start, and shardCount cold sections loaded when needed.
+// Version 1 was JSON; version 2 binary, one section, restored whole;
+// version 3 is version 2's rows in a hot section, restored at the start,
+// and shardCount cold sections loaded when needed.
 const FormatVersion = 3
 
 // snapshotMagic begins a snapshot of format 2 or later; format 1 began
@@ -34,8 +34,8 @@ const snapshotEnd = 0xe5
 var ErrSnapshotFormat = errors.New("read-model snapshot")
 
 // Frozen is a copy of the store's rows at one checkpoint, taken under the
-// lock in a few milliseconds per 100 000 plays, to be encoded outside it:
-// batches do not wait for the encoding. Rows that batches change in place
+// lock, to be encoded outside it: batches wait for the copy, which is
+// quick, and not for the encoding. Rows that batches change in place
 // are copied; lists they only append to (journal lines, limit changes, a
 // play's throws) keep their length, so what is appended later is not seen.
 type Frozen struct {
