@@ -33,10 +33,15 @@ func (s *NATSStore) decodeJS(m jetstream.Msg, stored bool) (RecordedEvent, error
 	if err != nil {
 		return RecordedEvent{}, fmt.Errorf("read message metadata: %w", err)
 	}
+	return s.decodeMsg(m.Subject(), md.Sequence.Stream, m.Headers(), m.Data(), stored)
+}
+
+// decodeMsg is decodeJS for a message's parts.
+func (s *NATSStore) decodeMsg(subject string, seq uint64, hdr nats.Header, data []byte, stored bool) (RecordedEvent, error) {
 	if stored {
-		return s.subj.parse(m.Subject(), md.Sequence.Stream, m.Headers(), m.Data())
+		return s.subj.parse(subject, seq, hdr, data)
 	}
-	ev, err := s.subj.decode(m.Subject(), md.Sequence.Stream, m.Headers(), m.Data())
+	ev, err := s.subj.decode(subject, seq, hdr, data)
 	if err != nil {
 		return RecordedEvent{}, err
 	}
@@ -179,15 +184,50 @@ func (s *NATSStore) ReadFrom(ctx context.Context, from uint64, fn func(RecordedE
 	return last, nil
 }
 
+// shortReadMax is the longest range a writer's store reads message by
+// message from the stream's leader rather than through a consumer:
+// creating a consumer takes the cluster's meta leader, which a lost NATS
+// node may have taken down with it, while a writer taking over replays only
+// a short tail. A read-only store always reads through a consumer: the
+// regulator's user may not get single messages.
+const shortReadMax = 128
+
 // readRange reads the whole stream from spec.from to sequence to, both
 // included; the caller knows that to is stored.
 func (s *NATSStore) readRange(ctx context.Context, spec readSpec, to uint64, fn func(RecordedEvent) error) error {
+	if from := max(spec.from, 1); !s.cfg.ReadOnly && spec.filter == "" && spec.contiguous && from <= to && to-from < shortReadMax {
+		return s.readEach(ctx, from, to, spec.stored, fn)
+	}
 	return s.consume(ctx, spec, func(ev RecordedEvent) (bool, error) {
 		if err := fn(ev); err != nil {
 			return true, err
 		}
 		return ev.Sequence >= to, nil
 	})
+}
+
+// readEach reads the stream from sequence from to sequence to, both
+// included, one message at a time (readRange).
+func (s *NATSStore) readEach(ctx context.Context, from, to uint64, stored bool, fn func(RecordedEvent) error) error {
+	for seq := from; seq <= to; seq++ {
+		rctx, cancel := s.reqCtx(ctx)
+		m, err := s.stream.GetMsg(rctx, seq)
+		cancel()
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return fmt.Errorf("read %s: no message at sequence %d: %w", s.cfg.Stream, seq, ErrGap)
+		}
+		if err != nil {
+			return fmt.Errorf("read %s at sequence %d: %w", s.cfg.Stream, seq, err)
+		}
+		ev, err := s.decodeMsg(m.Subject, m.Sequence, m.Header, m.Data, stored)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", s.cfg.Stream, err)
+		}
+		if err := fn(ev); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ReadStored calls fn for every message of the stream from sequence from
