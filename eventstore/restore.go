@@ -142,3 +142,23 @@ func (s *NATSStore) Reappend(ctx context.Context, events []RecordedEvent) error 
 	}
 	return nil
 }
+
+// AbandonRestore deletes the stream of a restore that failed, which
+// BeginRestore marked, so that nothing of it is left for a reader to
+// find. A stream without the mark is never deleted: it returns
+// ErrInvalid.
+func (s *NATSStore) AbandonRestore(ctx context.Context) error {
+	ctx, cancel := s.reqCtx(ctx)
+	defer cancel()
+	info, err := s.stream.Info(ctx)
+	if err != nil {
+		return fmt.Errorf("abandon the restore of stream %s: %w", s.cfg.Stream, err)
+	}
+	if !restoring(info.Config) {
+		return fmt.Errorf("abandon the restore of stream %s: it is not marked as a restore: %w", s.cfg.Stream, ErrInvalid)
+	}
+	if err := s.js.DeleteStream(ctx, s.cfg.Stream); err != nil {
+		return fmt.Errorf("abandon the restore of stream %s: %w", s.cfg.Stream, err)
+	}
+	return nil
+}
