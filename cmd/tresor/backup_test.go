@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"filippo.io/age"
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
 )
 
 // ageIdentity writes a fresh age identity to a file and returns the file
@@ -224,5 +226,43 @@ func editPart(tb testing.TB, dir string, lines [][]byte, fix bool) {
 	p.Events = p.LastSequence
 	if err := writeManifest(dir, m); err != nil {
 		tb.Fatal(err)
+	}
+}
+
+// A restore cut short (killed between two batches) leaves its stream
+// marked: serve, export and audit refuse it, naming the unfinished restore.
+func TestAnUnfinishedRestoreIsNeverTakenForTheLedger(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "backup")
+	mustRun(t, "backup", "--data", simulateStream(t, "50"), "--out", dir)
+	var appends []eventstore.RecordedEvent
+	if err := eventstore.ReadExport(bytes.NewReader(mustRead(t, filepath.Join(dir, "events-000001.ndjson"))), func(r eventstore.RecordedEvent) error {
+		if len(appends) < 20 || appends[len(appends)-1].AppendRemaining > 0 {
+			appends = append(appends, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	srv := eventstoretest.RunEmbedded(t, filepath.Join(data, "jetstream"))
+	store := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{Restore: true})
+	ctx := eventstoretest.Ctx(t, 30*time.Second)
+	if err := store.BeginRestore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := store.Reappend(ctx, appends); err != nil {
+		t.Fatal(err)
+	}
+	store.Close()
+	srv.Shutdown()
+	for _, args := range [][]string{
+		{"serve", "--data", data, "--http", "127.0.0.1:0"},
+		{"export", "--data", data, "--out", "-"},
+		{"audit", "--data", data, "--quiet", "--public-key", strings.Repeat("ab", 32)},
+	} {
+		_, stderr, code := runWithin(t, time.Minute, args...)
+		if code != 1 || !strings.Contains(stderr, "restore that has not finished") {
+			t.Errorf("%s on an unfinished restore: exit %d, %s", args[0], code, stderr)
+		}
 	}
 }
