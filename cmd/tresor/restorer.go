@@ -36,10 +36,13 @@ type restorer struct {
 	cut bool
 	// heads are the chains' heads restored, last the last sequence;
 	// events and batches are counted.
-	heads   map[string]eventstore.Head
-	last    uint64
-	events  uint64
-	batches int
+	heads  map[string]eventstore.Head
+	last   uint64
+	events uint64
+	// inFlight answers the commit of the batch sent last, nil when none
+	// is in flight.
+	inFlight chan error
+	batches  int
 }
 
 // errCut stops the read of a part at the point asked for.
@@ -131,31 +134,52 @@ func (r *restorer) flushFull(ctx context.Context) error {
 	return nil
 }
 
-// flush writes every whole append read so far.
+// flush writes every whole append read so far, and waits for the last
+// batch's commit.
 func (r *restorer) flush(ctx context.Context) error {
 	for len(r.batch) > 0 {
 		if err := r.write(ctx); err != nil {
 			return err
 		}
 	}
-	return nil
+	return r.committed()
 }
 
-// write writes the first whole appends of the batch that fit in one
-// atomic batch.
+// write sends the first whole appends of the batch that fit in one atomic
+// batch, once the batch before is committed: the next is read and
+// verified while one commits.
 func (r *restorer) write(ctx context.Context) error {
-	n := r.fit()
-	if err := r.store.Reappend(ctx, r.batch[:n]); err != nil {
-		return fmt.Errorf("restore sequences %d to %d: %w", r.batch[0].Sequence, r.batch[n-1].Sequence, err)
+	if err := r.committed(); err != nil {
+		return err
 	}
-	for _, ev := range r.batch[:n] {
+	n := r.fit()
+	events := slices.Clone(r.batch[:n])
+	r.inFlight = make(chan error, 1)
+	go func(done chan<- error) {
+		err := r.store.Reappend(ctx, events)
+		if err != nil {
+			err = fmt.Errorf("restore sequences %d to %d: %w", events[0].Sequence, events[n-1].Sequence, err)
+		}
+		done <- err
+	}(r.inFlight)
+	for _, ev := range events {
 		r.heads[ev.Chain] = eventstore.Head{Sequence: ev.Sequence, ChainSeq: ev.ChainSeq, Hash: ev.Hash}
 	}
 	r.events += uint64(n)
-	r.last = r.batch[n-1].Sequence
+	r.last = events[n-1].Sequence
 	r.batches++
 	r.batch = slices.Delete(r.batch, 0, n)
 	return nil
+}
+
+// committed waits for the batch in flight, if any, and returns its error.
+func (r *restorer) committed() error {
+	if r.inFlight == nil {
+		return nil
+	}
+	err := <-r.inFlight
+	r.inFlight = nil
+	return err
 }
 
 // fit is how many events of the batch go in one atomic batch: all of them
