@@ -179,6 +179,11 @@ type Config struct {
 	// Logger logs a writer's tries at opening its stream while the server
 	// cannot answer yet (nil: none).
 	Logger *slog.Logger
+	// Restore opens the stream for tresor restore: a stream it creates is
+	// marked as being restored from the start (RestoreMetadataKey), and a
+	// marked stream is opened; every other store refuses a marked stream
+	// with ErrRestoreIncomplete.
+	Restore bool
 }
 
 func (c *Config) setDefaults() error {
@@ -298,7 +303,7 @@ func (s *NATSStore) ensureStream(ctx context.Context) (jetstream.Stream, error) 
 	}
 	return OpenPatiently(ctx, s.cfg.Logger, "stream "+s.cfg.Stream, func(ctx context.Context) (jetstream.Stream, error) {
 		st, err := s.ensureStreamOnce(ctx)
-		if ue := (*UnsafeStreamError)(nil); errors.As(err, &ue) {
+		if ue := (*UnsafeStreamError)(nil); errors.As(err, &ue) || errors.Is(err, ErrRestoreIncomplete) {
 			return nil, finalError{err}
 		}
 		return st, err
@@ -313,6 +318,9 @@ func (s *NATSStore) ensureStreamOnce(ctx context.Context) (jetstream.Stream, err
 		return nil, fmt.Errorf("look up stream %s: not found, and a read-only store creates nothing: %w", want.Name, err)
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if s.cfg.Restore {
+			want.Metadata = map[string]string{RestoreMetadataKey: restoreMarkValue}
+		}
 		st, err = s.js.CreateStream(ctx, want)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			st, err = s.js.Stream(ctx, want.Name)
@@ -323,6 +331,9 @@ func (s *NATSStore) ensureStreamOnce(ctx context.Context) (jetstream.Stream, err
 	}
 	if diffs := unsafeDiffs(want, st.CachedInfo().Config); len(diffs) > 0 {
 		return nil, &UnsafeStreamError{Stream: want.Name, Diffs: diffs}
+	}
+	if restoring(st.CachedInfo().Config) && !s.cfg.Restore {
+		return nil, restoreIncomplete(want.Name)
 	}
 	if err := waitForLeader(ctx, st); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", want.Name, err)

@@ -161,9 +161,15 @@ func (o *auditOptions) key(cfg *Config) (ed25519.PublicKey, error) {
 		}
 		return nil, usagef("--public-key: the operator's seal public key is needed to verify the seals")
 	}
-	text := strings.TrimSpace(o.publicKey)
+	return parsePublicKey(o.publicKey)
+}
+
+// parsePublicKey reads the value of a --public-key flag: 64 hex digits, or
+// a file holding them (the output of tresor seal-key) or the raw key.
+func parsePublicKey(flag string) (ed25519.PublicKey, error) {
+	text := strings.TrimSpace(flag)
 	if len(text) != 2*ed25519.PublicKeySize {
-		b, err := os.ReadFile(o.publicKey)
+		b, err := os.ReadFile(flag)
 		if err != nil {
 			return nil, usagef("--public-key: neither 64 hex digits nor a readable file: %v", err)
 		}

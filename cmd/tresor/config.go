@@ -206,8 +206,7 @@ func bindStoreFlags(cmd *cobra.Command, c *Config) {
 func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	bindStoreFlags(cmd, c)
 	f := cmd.Flags()
-	f.StringVar(&c.MasterKeyFile, "master-key-file", "", "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
-	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
+	bindKeyFileFlags(cmd, c)
 	f.DurationVar(&c.AbandonAfter, "abandon-after", 10*time.Minute, "time after which the system completes a play its player left ($TRESOR_ABANDON_AFTER)")
 	// Default 1: on a CPU-bound machine a second batch in flight finds no
 	// idle commit time to fill and each smaller batch pays the server's
@@ -222,13 +221,21 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 	f.IntVar(&c.BatchEvents, "batch-events", eventstore.BatchEventsMax,
 		fmt.Sprintf("events in one atomic batch at most, 2..%d; above %d the server's max_batch_size must allow it (the embedded server's does) ($TRESOR_BATCH_EVENTS)",
 			eventstore.CommitBatchEventsMax, eventstore.BatchEventsMax))
-	withEnv(f, "master-key-file", "seal-key-file", "abandon-after", "pipeline-depth", "batch-events")
+	withEnv(f, "abandon-after", "pipeline-depth", "batch-events")
 	f.BoolVar(&c.Snapshots, "snapshots", true, "start from the newest verified snapshot and take new ones; false replays the whole stream at every start ($TRESOR_SNAPSHOTS)")
 	f.IntVar(&c.SnapshotEvery, "snapshot-every", 250_000, "the writer takes a snapshot after this many new events ($TRESOR_SNAPSHOT_EVERY)")
 	f.DurationVar(&c.SnapshotInterval, "snapshot-interval", 10*time.Minute, "the writer and the in-memory read models take a snapshot this long after the last if anything happened ($TRESOR_SNAPSHOT_INTERVAL)")
 	f.IntVar(&c.SnapshotKeep, "snapshot-keep", snapshot.KeepDefault, "snapshots of each kind kept in the bucket; older ones are deleted ($TRESOR_SNAPSHOT_KEEP)")
 	withEnv(f, "snapshots", "snapshot-every", "snapshot-interval", "snapshot-keep")
 	bindSettingsFlag(cmd, c)
+}
+
+// bindKeyFileFlags adds the flags of the master and seal key files.
+func bindKeyFileFlags(cmd *cobra.Command, c *Config) {
+	f := cmd.Flags()
+	f.StringVar(&c.MasterKeyFile, "master-key-file", "", "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
+	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
+	withEnv(f, "master-key-file", "seal-key-file")
 }
 
 // validateStore checks the flags of bindStoreFlags.

@@ -39,7 +39,7 @@ func newRootCmd() *cobra.Command {
 	withEnvHelp(root)
 	root.AddCommand(newServeCmd(), newSimulateCmd(), newAuditCmd(), newExportCmd(), newVerifyPlayCmd(), newDeckCmd(),
 		newRulesCmd(), newSettingsCmd(), newMigrateCmd(), newTokenCmd(), newSealKeyCmd(), newProjectionsCmd(),
-		newReportCmd(), newFeedCmd())
+		newReportCmd(), newFeedCmd(), newBackupCmd(), newRestoreCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }
