@@ -242,9 +242,12 @@ type flight struct {
 	subject string         // where that answer comes
 	due     time.Time      // when to stop waiting for it
 	err     error          // not published: this error instead
-	// moved is closed when the way to the stream's leader changes after
-	// the batch was published (sentState.moved).
+	// moved is closed when the way to the stream's leader moves after
+	// the batch was published (leaderMoves).
 	moved <-chan struct{}
+	// settling is set for a batch published less than movedSettle after
+	// the last move: its answer is awaited that long at most.
+	settling bool
 }
 
 // sentState is shared by the sender and the waiter: what the waiter has
@@ -255,20 +258,7 @@ type sentState struct {
 	ackedRecs uint64 // events sent up to and including that batch
 	failed    error  // the first failure: publish nothing more
 	waiting   map[string]chan *nats.Msg
-	// moved is closed (and replaced) when JetStream announces the
-	// stream's new leader, or when the connection is back after a loss.
-	// A batch in flight through a leader that stepped down or died, or
-	// whose answer came while the connection was away, is seldom
-	// answered: its outcome is looked for on the stream once movedGrace
-	// has passed, rather than after the whole RequestTimeout.
-	moved chan struct{}
 }
-
-// movedGrace is how long an answer is still awaited once the way to the
-// stream's leader moved: a new leader commits what its predecessor
-// replicated to it as it takes over, and answers for it; a batch
-// published while the connection was away goes out as it comes back.
-const movedGrace = 200 * time.Millisecond
 
 // sent is a batch after its commit attempt.
 type sent struct {
@@ -293,11 +283,7 @@ type committer struct {
 
 	inbox   string // prefix of the subjects the server answers commits on
 	replies *nats.Subscription
-	// elections takes JetStream's announcements of the stream's new
-	// leaders, reconnects the connection's returns (sentState.moved).
-	elections  *nats.Subscription
-	reconnects chan nats.Status
-	sent       sentState
+	sent    sentState
 
 	stateMu sync.Mutex
 	head    Head  // acknowledged head
@@ -348,7 +334,7 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 		done:    make(chan struct{}),
 		head:    head,
 		inbox:   s.nc.NewInbox(),
-		sent:    sentState{ackedEnd: head.Sequence, waiting: map[string]chan *nats.Msg{}, moved: make(chan struct{})},
+		sent:    sentState{ackedEnd: head.Sequence, waiting: map[string]chan *nats.Msg{}},
 	}
 	// One subscription takes every commit answer; a late answer to a batch
 	// the waiter gave up on finds no one waiting and is dropped.
@@ -364,17 +350,6 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 	if err != nil {
 		return nil, fmt.Errorf("new committer for chain %s: subscribe to commit answers: %w", chain, err)
 	}
-	c.elections, err = s.nc.Subscribe(LeaderElectedPrefix+s.cfg.Stream, func(*nats.Msg) { c.sent.move() })
-	if err != nil {
-		_ = c.replies.Unsubscribe()
-		return nil, fmt.Errorf("new committer for chain %s: subscribe to the stream's leader elections: %w", chain, err)
-	}
-	c.reconnects = s.nc.StatusChanged(nats.CONNECTED)
-	go func() {
-		for range c.reconnects {
-			c.sent.move()
-		}
-	}()
 	go c.send()
 	go c.await()
 	go c.loop(head, seal)
@@ -471,13 +446,18 @@ func (c *committer) send() {
 		if f.err == nil {
 			f.subject = fmt.Sprintf("%s.%d", c.inbox, sentRecs)
 			f.reply = make(chan *nats.Msg, 1)
-			f.moved = c.sent.moved
 			c.sent.waiting[f.subject] = f.reply
 		}
 		c.sent.mu.Unlock()
 		sentRecs += uint64(len(b.recs))
 		if f.err == nil {
-			f.due = time.Now().Add(c.store.cfg.RequestTimeout)
+			var movedAt time.Time
+			f.moved, movedAt = c.store.moves.next()
+			wait := c.store.cfg.RequestTimeout
+			if f.settling = time.Since(movedAt) < movedSettle; f.settling {
+				wait = min(wait, movedSettle)
+			}
+			f.due = time.Now().Add(wait)
 			f.batchID, f.err = c.store.publishBatch(c.chain, f.fence, b.recs, b.msgs, f.subject)
 		}
 		c.flights <- f
@@ -547,15 +527,6 @@ func (c *committer) outcome(f *flight, behindFailure bool) ([]uint64, error) {
 	return c.store.batchOutcome(context.Background(), c.chain, f.fence, f.b.recs, ack, err)
 }
 
-// move wakes the batches in flight: the way to the stream's leader moved
-// (sentState.moved).
-func (st *sentState) move() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	close(st.moved)
-	st.moved = make(chan struct{})
-}
-
 // answer waits for the server's answer to a published batch, until its due
 // time or movedGrace after the way to the stream's leader moved.
 func (c *committer) answer(f *flight) (*jetstreamext.BatchAck, error) {
@@ -570,8 +541,8 @@ func (c *committer) answer(f *flight) (*jetstreamext.BatchAck, error) {
 			moved = nil
 			t.Reset(min(movedGrace, time.Until(f.due)))
 		case <-t.C:
-			if moved == nil {
-				return nil, fmt.Errorf("batch %s: no answer %s after the stream's leader changed or the connection came back: %w", f.batchID, movedGrace, nats.ErrTimeout)
+			if moved == nil || f.settling {
+				return nil, fmt.Errorf("batch %s: no answer as the stream's leader changed or the connection came back: %w", f.batchID, nats.ErrTimeout)
 			}
 			return nil, fmt.Errorf("batch %s: no answer within %s: %w", f.batchID, c.store.cfg.RequestTimeout, nats.ErrTimeout)
 		}
@@ -654,8 +625,6 @@ func (c *committer) loop(head Head, seal sealMark) {
 			}
 			// Every answer is in: the subscription has nothing left to take.
 			_ = c.replies.Unsubscribe()
-			_ = c.elections.Unsubscribe()
-			c.store.nc.RemoveStatusListener(c.reconnects)
 			return
 		}
 		select {

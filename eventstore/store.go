@@ -235,6 +235,7 @@ type NATSStore struct {
 	stream   jetstream.Stream
 	subj     subjects
 	ownsConn bool
+	moves    *leaderMoves
 }
 
 var _ Store = (*NATSStore)(nil)
@@ -256,6 +257,9 @@ func Open(ctx context.Context, nc *nats.Conn, cfg Config) (*NATSStore, error) {
 	s := &NATSStore{cfg: cfg, nc: nc, js: js, subj: subjects{prefix: cfg.SubjectPrefix}}
 	if s.stream, err = s.ensureStream(ctx); err != nil {
 		return nil, fmt.Errorf("open event store: %w", err)
+	}
+	if err := s.watchLeader(); err != nil {
+		return nil, fmt.Errorf("open event store: watch the stream's leader: %w", err)
 	}
 	return s, nil
 }
@@ -429,6 +433,7 @@ func unsafeDiffs(want, have jetstream.StreamConfig) []string {
 
 // Close closes the connection when the store opened it.
 func (s *NATSStore) Close() error {
+	s.moves.stop(s.nc)
 	if s.ownsConn {
 		s.nc.Close()
 	}
