@@ -319,7 +319,7 @@ func (n *Node) Run(ctx context.Context) error {
 		if time.Now().Before(hurry) {
 			again = time.After(retryPause)
 		}
-		var held bool
+		var read eventstore.LeaseRead // the lease as read now; a zero one when free or unread
 		select {
 		case <-ctx.Done():
 			return nil
@@ -332,19 +332,19 @@ func (n *Node) Run(ctx context.Context) error {
 				continue
 			}
 			n.noteLease(r)
-			held = r.Holder != ""
+			read = r
 		case <-n.elections():
 			// A writer's renewals may have gone unanswered through the
 			// election: reading the lease often for a while takes it
 			// over as soon as it is free or abandoned.
 			hurry = time.Now().Add(leaseUnseenTTLs * ttl)
-			held = n.poll(ctx)
+			read = n.poll(ctx)
 		case <-again:
-			held = n.poll(ctx)
+			read = n.poll(ctx)
 		case <-tick.C:
-			held = n.poll(ctx)
+			read = n.poll(ctx)
 		}
-		term, won := n.contend(ctx, held, &free)
+		term, won := n.contend(ctx, read, &free)
 		if !won {
 			continue
 		}
@@ -377,13 +377,14 @@ func sleep(ctx context.Context, d time.Duration) {
 }
 
 // contend tries to win the lease when it is free (free since *free, set
-// here) or abandoned, if this node competes: the term won, or false.
-func (n *Node) contend(ctx context.Context, held bool, free *time.Time) (uint64, bool) {
+// here) or abandoned (read names a holder), if this node competes: the
+// term won, or false.
+func (n *Node) contend(ctx context.Context, read eventstore.LeaseRead, free *time.Time) (uint64, bool) {
 	var rev uint64
 	since := *free
-	if held {
+	if read.Holder != "" {
 		*free = time.Time{}
-		if rev, since = n.abandoned(); rev == 0 {
+		if rev, since = n.abandoned(read.Revision); rev == 0 {
 			return 0, false
 		}
 	} else if free.IsZero() {
@@ -415,34 +416,35 @@ func (n *Node) contend(ctx context.Context, held bool, free *time.Time) (uint64,
 	return term, true
 }
 
-// abandoned returns the revision of a lease that names a holder but that
-// this node has not seen renewed for a TTL since it first read that
-// revision, and since when it is abandoned; 0 otherwise. Its holder
-// stopped writing by then (eventstore.Lease.Valid), whatever the bucket
-// still shows: a new leader of the bucket expires it seconds after its
-// election, and a takeover need not wait for that.
-func (n *Node) abandoned() (uint64, time.Time) {
+// abandoned returns rev, the revision of a lease read naming a holder,
+// when this node has not seen the lease renewed for a TTL since it first
+// read that revision, and since when it is abandoned; 0 otherwise. Its
+// holder stopped writing by then (eventstore.Lease.Valid), whatever the
+// bucket still shows: a new leader of the bucket expires it seconds after
+// its election, and a takeover need not wait for that.
+func (n *Node) abandoned(rev uint64) (uint64, time.Time) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	ttl := n.cfg.Lease.TTL()
-	if n.writer != nil || n.lease.Holder == "" || n.leaseSeen.IsZero() || time.Since(n.leaseSeen) <= ttl {
+	if n.writer != nil || rev == 0 || rev != n.leaseRev || n.leaseSeen.IsZero() || time.Since(n.leaseSeen) <= ttl {
 		return 0, time.Time{}
 	}
-	return n.leaseRev, n.leaseSeen.Add(ttl)
+	return rev, n.leaseSeen.Add(ttl)
 }
 
 // poll reads the stream's head, for the standby's lag, and the lease
 // itself: the watch tells of releases and expiries at once, but it can
 // stall without closing after a NATS leader change, and the forwarded
-// commands need the current term. It reports whether a holder was read.
-func (n *Node) poll(ctx context.Context) bool {
+// commands need the current term. It returns the lease as read, a zero
+// one when it could not be read.
+func (n *Node) poll(ctx context.Context) eventstore.LeaseRead {
 	n.readHead(ctx)
 	r, err := n.cfg.Lease.Read(ctx)
 	if err != nil {
-		return false
+		return eventstore.LeaseRead{}
 	}
 	n.noteLease(r)
-	return r.Holder != ""
+	return r
 }
 
 // electedSubject is where JetStream announces each stream's new leader:

@@ -687,6 +687,22 @@ func (j *crashJournal) recovery(t time.Time) (took time.Duration, failed int, ok
 	return first.Sub(t), failed, true
 }
 
+// between counts the requests sent within [from, to], and those of them
+// that failed: where a measuring run's recovery went.
+func (j *crashJournal) between(from, to time.Time) (sent, failed int) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	for _, a := range j.attempts {
+		if !a.sent.Before(from) && a.sent.Before(to) {
+			sent++
+			if a.failed {
+				failed++
+			}
+		}
+	}
+	return sent, failed
+}
+
 // stall returns the longest time within [from, to] in which no request
 // was acknowledged (from the start of the span to the first answer, between
 // two answers, or from the last answer to its end): how long writes stopped

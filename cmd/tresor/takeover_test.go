@@ -184,6 +184,8 @@ func (c *standbyCluster) killStreamLeader(procs *natsProcs, js jetstream.JetStre
 	c.t.Logf("kill -9 %d of n%d at %s: new stream leader elected %s after the kill, the last that a writer needs %s; first command acknowledged %s after it (leaders elected after the kill: %s)",
 		k, leader, at.UTC().Format("15:04:05.000"), elected.Sub(at).Round(time.Millisecond), needed.Sub(at).Round(time.Millisecond), share.Round(time.Millisecond), strings.Join(others, ", "))
 	if measuring() {
+		sent, failed := c.run.journal.between(needed, at.Add(took))
+		c.t.Logf("kill -9 %d: %d requests sent between the elections and the first acknowledgement, %d of them failed", k, sent, failed)
 		c.logTakeover(marks)
 	}
 	if measuring() && share > takeoverAfterElectionMax {
