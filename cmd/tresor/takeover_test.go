@@ -21,17 +21,17 @@ const (
 	// takeoverAfterElectionMax bounds Tresor's share of a lost stream
 	// leader: from JetStream's elections of the new leaders a writer
 	// needs (the stream's, the lease bucket's, the high-water bucket's) to
-	// the first command acknowledged. The writer's open is tried again every
-	// quarter second, its start reads bounded together by a second, and
-	// its replay holds the tail past the standby's ledger only: beyond
-	// this bound the writer replayed far more, or kept the lease while it
-	// could not open. The figure itself is logged, and kept in
-	// docs/performance.md. The bounds hold the measuring runs
-	// (TRESOR_TAKEOVER_FAULTS set, make crash-takeover) only: the clients'
-	// own timeouts count in them, and make test's other packages share
-	// the two cores (figures are measured, not asserted, where the load
-	// is not the test's).
-	takeoverAfterElectionMax = 5 * time.Second
+	// the first command acknowledged. Each election wakes the nodes' waits
+	// (a writer's start reads, a standby's reads of the lease), an
+	// abandoned lease is taken over without waiting for its expiry, and
+	// the replay holds the tail past the standby's ledger only: beyond
+	// this bound one of those waited out a timeout. The figure itself is
+	// logged, and kept in docs/performance.md. The bounds hold the
+	// measuring runs (TRESOR_TAKEOVER_FAULTS set, make crash-takeover)
+	// only: the clients' own backoff counts in them, and make test's
+	// other packages share the two cores (figures are measured, not
+	// asserted, where the load is not the test's).
+	takeoverAfterElectionMax = time.Second
 	// handoverMax bounds how long writes stop while a writer stopped by
 	// SIGTERM hands over to a caught-up standby: it releases the lease as
 	// it stops, and the standby acquires at once and replays at most
