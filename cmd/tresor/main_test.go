@@ -69,6 +69,7 @@ func runWithin(tb testing.TB, d time.Duration, args ...string) (string, string, 
 const vectorSeed = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
 func TestDeckCommandWritesTheArticle3Multiset(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		price, total string
 	}{{"0.50", "157500.00"}, {"1", "315000.00"}, {"2.00", "630000.00"}} {
@@ -120,6 +121,7 @@ func TestDeckCommandWritesTheArticle3Multiset(t *testing.T) {
 }
 
 func TestBadInputExitsWithStatus2AndOneLine(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"deck", "--price", "1", "--seed", "abc"},
 		{"deck", "--price", "1", "--seed", strings.Repeat("zz", 32)},
@@ -142,6 +144,7 @@ func TestBadInputExitsWithStatus2AndOneLine(t *testing.T) {
 }
 
 func TestRulesCommand(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, code := run(t, "rules", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)
