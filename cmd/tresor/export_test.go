@@ -225,7 +225,6 @@ func TestRegulatorConfIsTheReaderAccess(t *testing.T) {
 // its subject, and every way of having the server copy the stream out of
 // reach, each confined; the stream is unchanged.
 func TestRegulatorUserReadsButCannotWrite(t *testing.T) {
-	t.Parallel()
 	operator, regulator, sealKey := regulatorStream(t)
 	dir := t.TempDir()
 	byRegulator, byOperator := filepath.Join(dir, "regulator.ndjson"), filepath.Join(dir, "operator.ndjson")
