@@ -34,8 +34,8 @@ export TRESOR_TEST_AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
 # crash suite's 5 cycles, a few storage faults, one takeover fault and 5
 # starts, one sold-out block, 5 000 plays of the block report. soak runs
 # them all at length (crash, crash-storage, crash-takeover, sellout).
-# cmd/tresor's tests that own every process, port and directory they use
-# run in parallel; those that kill, freeze or time a cluster run alone.
+# cmd/tresor's tests run in parallel, except those that stop, freeze or
+# time a cluster, bound a deadline or set the environment: they run alone.
 test: test-services
 	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
 

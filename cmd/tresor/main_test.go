@@ -16,7 +16,11 @@ import (
 )
 
 // tresorBin is the real binary, built once for the package's tests: they
-// run it as a user would and read its output and exit status.
+// run it as a user would and read its output and exit status. A test that
+// starts its processes on random ports in directories of its own runs in
+// parallel (t.Parallel); one that stops, freezes or times a cluster,
+// bounds a deadline or sets the environment does not, and so runs alone,
+// before the parallel ones.
 var tresorBin string
 
 func TestMain(m *testing.M) {
