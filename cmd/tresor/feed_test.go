@@ -488,7 +488,6 @@ func queueDepth(tb testing.TB, url, queue string) int {
 var summaryErrors = regexp.MustCompile(`msgs/s, (\d+) errors; checkpoint (\d+)`)
 
 func TestFeed(t *testing.T) {
-	t.Parallel()
 	f := newFeedFixture(t)
 
 	t.Run("SQLRebuildsBalancesAndReconciliation", func(t *testing.T) {
