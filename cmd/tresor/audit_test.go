@@ -52,6 +52,7 @@ func auditReport(t *testing.T, wantExit int, args ...string) auditJSON {
 }
 
 func TestAuditCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, stderr, code := run(t, "simulate", "--data", dir, "--price", "1", "--plays", "20", "--players", "2", "--quiet"); code != 0 {
 		t.Fatalf("simulate: exit %d: %s", code, stderr)
@@ -129,6 +130,7 @@ func TestAuditCommand(t *testing.T) {
 // file cut short is refused (exit 2), and a stream that no longer holds
 // what the state verified fails the audit (exit 1) with the old state kept.
 func TestIncrementalAuditCommand(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, stderr, code := run(t, "simulate", "--data", dir, "--price", "1", "--plays", "20", "--players", "2", "--quiet"); code != 0 {
 		t.Fatalf("simulate: exit %d: %s", code, stderr)
@@ -230,6 +232,7 @@ func appendEvents(t *testing.T, dir string, key ed25519.PrivateKey, events ...ev
 }
 
 func TestAuditComparesThePostgreSQLReadModels(t *testing.T) {
+	t.Parallel()
 	dir, db := t.TempDir(), freshDatabase(t)
 	for _, args := range [][]string{
 		{"simulate", "--data", dir, "--price", "2", "--plays", "12", "--players", "2", "--quiet"},

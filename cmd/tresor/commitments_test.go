@@ -39,6 +39,7 @@ func (s *server) get(path string, header http.Header) (*http.Response, string) {
 // once the block is closed, the seed) from them, and a play that does not
 // match them is invalid.
 func TestCommitmentsArePublicAndVerifyPlayReadsThem(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	op, p42 := s.fundedPlayer()
 	play := s.must(201, call{"POST", "/v1/players/p-42/plays", p42, "k1", `{"stake":"1.00"}`})

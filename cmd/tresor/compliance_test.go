@@ -17,6 +17,7 @@ import (
 	"github.com/fdj/tresor/api"
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/projections"
 )
 
 // getCSV returns a GET's CSV body and headers; it fails unless the status
@@ -52,6 +53,7 @@ func (s *server) getCSV(path, token string) ([][]string, http.Header) {
 // withdrawals open throughout; a token without subject giving no command;
 // all of it in force again after a restart, and audited clean.
 func TestExclusionsAndBansThroughTheAPI(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	s := startServe(t, data)
 	op, p1, p2 := s.token("operator", ""), s.token("player", "p1"), s.token("player", "p2")
@@ -184,6 +186,7 @@ func TestStatementsReportsAndTheSignificantLogPostgres(t *testing.T) {
 // testStatementsAndReports reads statements, balances at past instants,
 // the report pack and the significant-event log through the real binary.
 func testStatementsAndReports(t *testing.T, args ...string) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), args...)
 	op, fin, reg := s.token("operator", ""), s.token("finance", ""), s.token("regulator", "")
 	p1, p2 := s.token("player", "p1"), s.token("player", "p2")
@@ -295,6 +298,7 @@ func testStatementsAndReports(t *testing.T, args ...string) {
 // into the report pack, tresor settings prints the jurisdiction's settings
 // with their sources, tresor token names a subject in every token.
 func TestReportSettingsAndTokenCommands(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	if _, stderr, code := run(t, "simulate", "--data", dir, "--price", "1", "--plays", "20", "--players", "2", "--quiet"); code != 0 {
 		t.Fatalf("simulate: exit %d: %s", code, stderr)
@@ -361,27 +365,74 @@ func TestReportSettingsAndTokenCommands(t *testing.T) {
 	}
 }
 
-// TestSoldOutBlockReportMatchesArticle3 sells out a real 450 000-unit
-// block (about two minutes) and reads its report: theoretical return 70 %,
-// actual return 70 % once its plays settled.
+// blockReportPlays is how many plays TestSoldOutBlockReportMatchesArticle3
+// makes in `make test`: enough for every figure of the report. A sold-out
+// block is 3.3 million events, long to write and to replay: `make sellout`
+// sells one out at each price of TRESOR_SELLOUT_PRICES.
+const blockReportPlays = 5000
+
+// TestSoldOutBlockReportMatchesArticle3 plays a block with `tresor
+// simulate` and reads its report: every figure is the plays' (units sold,
+// stakes, prizes paid and owed, nothing in progress, the actual return
+// theirs) and the theoretical return is 70 %. With TRESOR_SELLOUT_PRICES
+// set it sells out a real 450 000-unit block of each price, and the
+// report's figures are Article 3's: actual return 70 % once its plays
+// settled.
 func TestSoldOutBlockReportMatchesArticle3(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
-		t.Skip("sells out a 450 000-unit block")
+		t.Skip("plays thousands of units")
 	}
+	rules, err := domain.DefaultRules()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prices := os.Getenv("TRESOR_SELLOUT_PRICES")
+	if prices == "" {
+		checkBlockReport(t, rules, "0.50", blockReportPlays)
+		return
+	}
+	for _, p := range strings.Split(prices, ",") {
+		t.Run(p, func(t *testing.T) { checkBlockReport(t, rules, strings.TrimSpace(p), rules.BlockUnits) })
+	}
+}
+
+// checkBlockReport sells plays units of a block at price with `tresor
+// simulate` and checks `tresor report blocks` against the plays, and
+// against Article 3 when they sell the block out.
+func checkBlockReport(t *testing.T, rules *domain.RuleSet, price string, plays int) {
+	t.Helper()
 	dir := t.TempDir()
-	if _, stderr, code := run(t, "simulate", "--data", dir, "--price", "0.50", "--plays", "450000", "--players", "256", "--quiet"); code != 0 {
-		t.Fatalf("simulate: exit %d: %s", code, stderr)
+	out, stderr, code := run(t, "simulate", "--data", dir, "--price", price, "--plays", fmt.Sprint(plays), "--players", "256", "--quiet", "--json")
+	var sim struct {
+		Price       domain.Amount `json:"price"`
+		StakesTotal domain.Amount `json:"stakes_total"`
+		PrizesTotal domain.Amount `json:"prizes_total"`
 	}
-	out, stderr, code := run(t, "report", "blocks", "--data", dir)
+	if err := json.Unmarshal([]byte(out), &sim); code != 0 || err != nil {
+		t.Fatalf("simulate: exit %d %v %s", code, err, stderr)
+	}
+	out, stderr, code = run(t, "report", "blocks", "--data", dir)
 	var rep struct {
-		Rows []map[string]any `json:"rows"`
+		Rows []projections.BlockLine `json:"rows"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || len(rep.Rows) != 1 {
 		t.Fatalf("report blocks: exit %d %v %s", code, err, stderr)
 	}
 	b := rep.Rows[0]
-	if b["units_sold"] != 450000.0 || b["theoretical_return"] != "0.7" || b["actual_return"] != "0.7" || b["plays_in_progress"] != 0.0 ||
-		b["stakes"] != "225000.00" || b["prizes_paid"] != "157500.00" {
-		t.Fatalf("sold-out block: %v", b)
+	if b.UnitsSold != plays || b.PlaysSettled != plays || b.PlaysInProgress != 0 || b.Stakes != sim.StakesTotal || b.Stakes != domain.Amount(plays)*sim.Price ||
+		b.PrizesPaid != sim.PrizesTotal || b.PrizesOwed != b.PrizesPaid || b.TheoreticalReturn.String() != "0.7" ||
+		b.ActualReturn == nil || b.ActualReturn.String() != projections.ReturnRate(b.PrizesPaid, b.Stakes).String() {
+		t.Fatalf("block of %d plays at %s (simulate: stakes %s, prizes %s): %+v", plays, sim.Price, sim.StakesTotal, sim.PrizesTotal, b)
+	}
+	if plays < rules.BlockUnits {
+		return
+	}
+	table, err := rules.Table(sim.Price)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.Units != rules.BlockUnits || b.Stakes != table.Sales(rules.BlockUnits) || b.PrizesPaid != table.Total || b.ActualReturn.String() != "0.7" {
+		t.Fatalf("sold-out block at %s: %+v, want stakes %s and prizes %s", sim.Price, b, table.Sales(rules.BlockUnits), table.Total)
 	}
 }

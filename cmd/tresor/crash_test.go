@@ -92,6 +92,10 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 	start := time.Now()
 	s := startServe(t, r.data, r.serveArgs...)
 	r.setUp(s)
+	// The restarts must have a snapshot to begin from, however slowly a
+	// loaded machine lets the clients write: the first kill waits for the
+	// writer's first snapshot.
+	eventually(t, crashAnswerWait, func() bool { return strings.Contains(s.logs.String(), `msg="snapshot taken"`) })
 	label := "cycle %d"
 	killAfter := r.between(crashKillAfterMin, crashKillAfterMax)
 	for cycle := 1; cycle <= r.cycles; cycle++ {
@@ -101,10 +105,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 			t.Fatalf("cycle %d: tresor serve exited by itself: %v\n%s", cycle, err, s.logs)
 		}
 		r.kill(s)
-		// Its logs are whole once it has exited.
-		if strings.Contains(s.logs.String(), "starting from a snapshot") {
-			r.fromSnapshot++
-		}
+		r.countStart(s)
 		r.check(fmt.Sprintf(label, cycle), false)
 		// The restart after the last kill must become ready for the end.
 		if cycle < r.cycles && r.rng.IntN(100) < crashEarlyKillPercent {
@@ -120,6 +121,7 @@ func TestCrashKeepsEveryAcknowledgedWrite(t *testing.T) {
 	r.stopClients()
 	r.waitSettled(s)
 	s.stop()
+	r.countStart(s)
 	r.report(r.check("end", true), time.Since(start))
 	if r.cycles > 1 && r.fromSnapshot == 0 {
 		t.Errorf("no restart began from a snapshot in %d cycles: the suite did not exercise them", r.cycles)
@@ -199,8 +201,8 @@ type crashRun struct {
 	audits   int
 	// earlyKills counts the kills while starting.
 	earlyKills int
-	// fromSnapshot counts the killed servers whose writer had begun from a
-	// snapshot.
+	// fromSnapshot counts the restarted servers whose writer had begun
+	// from a snapshot.
 	fromSnapshot int
 	lost         map[int]bool // answers found missing from the stream at a check
 	// reported holds the problems already reported: each check looks at
@@ -243,6 +245,14 @@ func newCrashRun(t *testing.T) *crashRun {
 		r.wg.Wait()
 	})
 	return r
+}
+
+// countStart counts s, exited, if its writer began from a snapshot: its
+// logs are whole once it has exited.
+func (r *crashRun) countStart(s *server) {
+	if strings.Contains(s.logs.String(), "starting from a snapshot") {
+		r.fromSnapshot++
+	}
 }
 
 // between returns a random duration in [lo, hi).

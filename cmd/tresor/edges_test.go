@@ -52,6 +52,7 @@ func (s *server) writerSeq() any {
 // 400 invalid_request or 415 unsupported_media_type, and nothing is
 // recorded. application/json with a charset is taken.
 func TestJSONBodiesAreExact(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	op, p42 := s.fundedPlayer()
 	play := s.must(201, call{"POST", "/v1/players/p-42/plays", p42, "k1", `{"stake":"1.00"}`})["play_id"].(string)
@@ -124,6 +125,7 @@ func (s *server) rawAnswer(request string) (int, map[string]any) {
 // deadline, not 500 after the server's read timeout, and nothing is
 // recorded.
 func TestBrokenBodiesAreA400(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	op, p42 := s.token("operator", ""), s.token("player", "p-42")
 	s.must(200, call{"PUT", "/v1/players/p-42", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"50.00"}`})
@@ -160,6 +162,7 @@ func TestBrokenBodiesAreA400(t *testing.T) {
 // position no write has reached; the head itself, a closing seal included,
 // is served.
 func TestMinSeqBeyondTheHeadIsRefused(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	s := startServe(t, data)
 	op := s.token("operator", "")
@@ -211,6 +214,7 @@ func alternativeSpellings(tb testing.TB, token string) []string {
 // machine cannot refill the budget as fast as the test spends it (at the
 // default 200 a second, it did once in CI).
 func TestRateLimitKeysOnTheTokensIdentity(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), "--token-rate", "1", "--token-burst", "40")
 	spellings := alternativeSpellings(t, s.token("operator", ""))
 	for _, sp := range spellings {
@@ -251,6 +255,7 @@ func TestReconciliationFiltersByEmissionPostgres(t *testing.T) {
 }
 
 func testReconciliationFilters(t *testing.T, args ...string) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), args...)
 	op, fin := s.token("operator", ""), s.token("finance", "")
 	e1 := s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":2}`})
@@ -367,6 +372,7 @@ func TestHistoryCursorsAtTheEdgesPostgres(t *testing.T) {
 // cursor can spell answers the newest page, as no cursor does, in either
 // store; a cursor out of range or not a number is a 400.
 func testHistoryCursors(t *testing.T, args ...string) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), args...)
 	op, p1 := s.token("operator", ""), s.token("player", "p-1")
 	s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":1}`})

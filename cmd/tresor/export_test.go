@@ -74,6 +74,7 @@ func sealPublicKey(tb testing.TB, path string) ed25519.PublicKey {
 // middle of a line and resumed) and checks that every way gives the same
 // file, which verifies with the operator's seal key.
 func TestExportResumesByteForByte(t *testing.T) {
+	t.Parallel()
 	data := simulateStream(t, "200")
 	dir := t.TempDir()
 	whole := filepath.Join(dir, "whole.ndjson")
@@ -118,6 +119,7 @@ func fmtUint(v uint64) string { return strconv.FormatUint(v, 10) }
 // status 2, that an empty data directory is an error that creates no
 // stream, and that --resume refuses a file exported from another stream.
 func TestExportRefusesBadInput(t *testing.T) {
+	t.Parallel()
 	data, other := simulateStream(t, "20"), simulateStream(t, "20")
 	dir := t.TempDir()
 	exported := filepath.Join(dir, "exported.ndjson")
@@ -208,6 +210,7 @@ func writeKey(tb testing.TB, size int) string {
 // docs/export.md equal to the access the code defines (and gives the
 // embedded server's reader): one definition, shown on the page.
 func TestRegulatorConfIsTheReaderAccess(t *testing.T) {
+	t.Parallel()
 	want := eventstore.RegulatorConf(eventstore.ReaderAccess{InboxPrefix: "_INBOX_regulator"})
 	if got := regulatorConf(t); got != want {
 		t.Fatalf("docs/export.md's ```conf block differs from eventstore.RegulatorConf; put this in the page:\n%s", want)

@@ -19,6 +19,7 @@ import (
 // a newcomer in the wrong directory would: it refuses, naming the missing
 // file, and creates nothing; serve still makes the key on its first start.
 func TestTokenNeverCreatesAKey(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	want := filepath.Join(data, "keys", "token.key")
 	stdout, stderr, code := run(t, "token", "--data", data, "--role", "operator")
@@ -43,6 +44,7 @@ func TestTokenNeverCreatesAKey(t *testing.T) {
 // TestTokenURLCarriesTheTokenInTheFragment: --url prints the page of the
 // role with the token after '#', which browsers never send to a server.
 func TestTokenURLCarriesTheTokenInTheFragment(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	key := writeKey(t, api.TokenKeySize)
 	for _, tc := range []struct{ role, player, page string }{
@@ -155,6 +157,7 @@ func TestCommandsShowOnlyTheirOwnFlags(t *testing.T) {
 // TestSealKeyOutputIsAnAuditPublicKeyFile: what seal-key prints, saved as
 // is, is a file that audit --public-key takes.
 func TestSealKeyOutputIsAnAuditPublicKeyFile(t *testing.T) {
+	t.Parallel()
 	data := simulateStream(t, "20")
 	out, stderr, code := run(t, "seal-key", "--data", data)
 	if code != 0 {
@@ -178,6 +181,7 @@ func TestSealKeyOutputIsAnAuditPublicKeyFile(t *testing.T) {
 // TestPortInUseExitsWithStatus1: serve on an address another process holds
 // exits 1 (not the usage status 2) with a message naming the address.
 func TestPortInUseExitsWithStatus1(t *testing.T) {
+	t.Parallel()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -205,6 +209,7 @@ func TestPortInUseExitsWithStatus1(t *testing.T) {
 // repository (a reader of the repository alone must be able to follow
 // every reference).
 func TestDocsStayInTheRepository(t *testing.T) {
+	t.Parallel()
 	files, err := filepath.Glob("../../docs/*.md")
 	if err != nil || len(files) == 0 {
 		t.Fatalf("docs: %v %v", files, err)
@@ -223,6 +228,7 @@ func TestDocsStayInTheRepository(t *testing.T) {
 // TestReadmeSaysHowLongTheTestsTake: the quick start says how long
 // `make test` takes and offers the short run.
 func TestReadmeSaysHowLongTheTestsTake(t *testing.T) {
+	t.Parallel()
 	readme := string(mustRead(t, "../../README.md"))
 	for _, want := range []string{"make test-short", "minutes"} {
 		if !strings.Contains(readme, want) {

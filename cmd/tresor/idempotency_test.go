@@ -54,6 +54,7 @@ func sameAnswers(tb testing.TB, what string, as []answered, keys ...string) map[
 // times at once with one key: each answer is the first command's result,
 // once it is durable, and the stream holds it once.
 func TestIdenticalRequestsAtOnceGetTheFirstResult(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	op, p := s.token("operator", ""), s.token("player", "p1")
 
@@ -134,6 +135,7 @@ func TestIdenticalRequestsAtOnceGetTheFirstResult(t *testing.T) {
 // TestKeysAreScopedToThePlayerAndTheKindOfCommand: one key string used for a
 // deposit, a withdrawal and a stake makes three commands.
 func TestKeysAreScopedToThePlayerAndTheKindOfCommand(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	op, p := s.token("operator", ""), s.token("player", "p1")
 	s.must(201, call{"POST", "/v1/emissions", op, "k", `{"price":"1.00","blocks":1}`})
@@ -153,6 +155,7 @@ func TestKeysAreScopedToThePlayerAndTheKindOfCommand(t *testing.T) {
 // deposits and stakes are refused; withdrawals and a lowered limit are not;
 // the exclusion is never lifted.
 func TestSelfExclusionRefusesDepositsNotWithdrawals(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	op := s.token("operator", "")
 	s.must(200, call{"PUT", "/v1/players/p1", op, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"100.00"}`})
@@ -178,6 +181,7 @@ func TestSelfExclusionRefusesDepositsNotWithdrawals(t *testing.T) {
 // its Idempotency-Key included: the same key sent again once the cause is
 // gone takes effect, once, and its retries answer that effect.
 func TestARefusalDoesNotTakeItsKey(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	op := s.token("operator", "")
 	s.problem(404, "not_found", call{"POST", "/v1/players/p1/deposits", op, "d1", `{"amount":"20.00"}`})

@@ -34,6 +34,7 @@ func refusedOneLine(t *testing.T, data string, holder int, command string, args 
 // goes on serving, and the read-only commands work beside it. After a
 // kill -9, a restart on the directory succeeds at once.
 func TestOneServePerDataDirectory(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	db := freshDatabase(t)
 	s := startServe(t, data, "--database-url", db)
@@ -90,6 +91,7 @@ func TestOneServePerDataDirectory(t *testing.T) {
 // directory, so that a serve started meanwhile is refused naming it, while
 // an audit reads through it; once the export ends, serve starts.
 func TestReadOnlyCommandHoldsAFreeDataDirectory(t *testing.T) {
+	t.Parallel()
 	data := simulateStream(t, "150")
 	export := exec.Command(tresorBin, "export", "--data", data, "--out", "-")
 	stdout, err := export.StdoutPipe()
@@ -129,6 +131,7 @@ func TestReadOnlyCommandHoldsAFreeDataDirectory(t *testing.T) {
 // line and creates nothing there: no second, empty ledger taking deposits
 // beside the cluster's. The node itself goes on.
 func TestAClusterNodesDirectoryRefusesTheEmbeddedLedger(t *testing.T) {
+	t.Parallel()
 	data := externalKeys(t)
 	s := startServe(t, data, "--nats", externalNATS(t), "--node-name", "n1")
 	if mark := string(mustRead(t, filepath.Join(data, "cluster-node"))); !strings.Contains(mark, "n1, a node of a NATS cluster") {

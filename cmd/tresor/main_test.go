@@ -16,7 +16,11 @@ import (
 )
 
 // tresorBin is the real binary, built once for the package's tests: they
-// run it as a user would and read its output and exit status.
+// run it as a user would and read its output and exit status. A test that
+// starts its processes on random ports in directories of its own runs in
+// parallel (t.Parallel); one that stops, freezes or times a cluster,
+// bounds a deadline or sets the environment does not, and so runs alone,
+// before the parallel ones.
 var tresorBin string
 
 func TestMain(m *testing.M) {
@@ -69,6 +73,7 @@ func runWithin(tb testing.TB, d time.Duration, args ...string) (string, string, 
 const vectorSeed = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f"
 
 func TestDeckCommandWritesTheArticle3Multiset(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		price, total string
 	}{{"0.50", "157500.00"}, {"1", "315000.00"}, {"2.00", "630000.00"}} {
@@ -120,6 +125,7 @@ func TestDeckCommandWritesTheArticle3Multiset(t *testing.T) {
 }
 
 func TestBadInputExitsWithStatus2AndOneLine(t *testing.T) {
+	t.Parallel()
 	for _, args := range [][]string{
 		{"deck", "--price", "1", "--seed", "abc"},
 		{"deck", "--price", "1", "--seed", strings.Repeat("zz", 32)},
@@ -142,6 +148,7 @@ func TestBadInputExitsWithStatus2AndOneLine(t *testing.T) {
 }
 
 func TestRulesCommand(t *testing.T) {
+	t.Parallel()
 	stdout, stderr, code := run(t, "rules", "--json")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, stderr)

@@ -52,6 +52,7 @@ func (s *server) probe(path, token string) (probe, error) {
 // from projections still catching up; once ready, the reads show the whole
 // stream.
 func TestReadsWaitUntilTheProjectionsHaveCaughtUp(t *testing.T) {
+	t.Parallel()
 	data := t.TempDir()
 	const plays = 20000
 	if _, stderr, code := run(t, "simulate", "--data", data, "--price", "0.50", "--plays", "20000", "--players", "64", "--quiet"); code != 0 {
@@ -148,6 +149,7 @@ func TestReadinessFallsWhenTheStreamIsGone(t *testing.T) {
 // projections hold the whole stream, the closing seal included, so that an
 // audit comparing them with the stream finds nothing missing.
 func TestAuditOfTheReadModelsAfterACleanStop(t *testing.T) {
+	t.Parallel()
 	data, db := t.TempDir(), freshDatabase(t)
 	s := startServe(t, data, "--database-url", db)
 	op, p := s.token("operator", ""), s.token("player", "p1")
@@ -225,6 +227,7 @@ func (f *flickeringWriter) LastSeq() uint64 { return 0 }
 // that was there at the first read and gone at the second made state
 // dereference nil, and serve panic at its start.
 func TestReadinessReadsTheWritersErrorOnce(t *testing.T) {
+	t.Parallel()
 	gate := &writerGate{}
 	gate.open(&flickeringWriter{})
 	rd := &readiness{gate: gate, runner: projections.NewRunner(nil, nil)}
@@ -238,6 +241,7 @@ func TestReadinessReadsTheWritersErrorOnce(t *testing.T) {
 // readyHold: a node's readiness does not flap with its forward's answers
 // while a takeover is under way.
 func TestReadinessHoldsAfterTheWriterSideFailed(t *testing.T) {
+	t.Parallel()
 	nc, done := embeddedConn(t, t.TempDir())
 	defer done()
 	gate := &writerGate{}

@@ -225,6 +225,11 @@ func (s *server) problem(status int, code string, c call) {
 	}
 }
 
+// freshDatabases numbers the databases this process creates, so that tests
+// running in parallel never pick one name; the pid and the clock keep runs
+// on one server apart, a database left by a killed run included.
+var freshDatabases atomic.Int64
+
 // freshDatabase creates a database on TRESOR_TEST_DATABASE_URL, dropped at
 // the end of the test; PostgreSQL tests fail, never skip, without it.
 func freshDatabase(tb testing.TB) string {
@@ -239,7 +244,7 @@ func freshDatabase(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("serve tests need PostgreSQL at TRESOR_TEST_DATABASE_URL (%s): %v", admin, err)
 	}
-	name := fmt.Sprintf("tresor_serve_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000)
+	name := fmt.Sprintf("tresor_serve_%d_%d_%d", os.Getpid(), time.Now().UnixNano()%1_000_000, freshDatabases.Add(1))
 	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		tb.Fatalf("create database %s: %v", name, err)
 	}
@@ -264,6 +269,7 @@ func TestServePostgres(t *testing.T) { testPlayerLife(t, "--database-url", fresh
 // testPlayerLife drives a player's whole life, every role boundary and
 // every error code over HTTP, then restarts on the same data.
 func testPlayerLife(t *testing.T, args ...string) {
+	t.Parallel()
 	data := t.TempDir()
 	s := startServe(t, data, args...)
 	op, fin, reg := s.token("operator", ""), s.token("finance", ""), s.token("regulator", "")
@@ -404,6 +410,7 @@ func (s *server) getText(path, token string) string {
 // TestMalformedRequestsRecordNothing throws malformed requests at every
 // endpoint: each is a 4xx problem, and the stream does not move.
 func TestMalformedRequestsRecordNothing(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	op, p42 := s.fundedPlayer()
 	before := s.must(200, call{"GET", "/v1/health", "", "", ""})["writer_seq"]
@@ -565,6 +572,7 @@ func drivePlays(b *testing.B, prefix string, nodes ...*server) {
 // is on the one chain; neither exits. (A writer that lost its lease and
 // still appends is fenced and steps down: cluster's tests.)
 func TestASecondServeOnAStreamIsAStandby(t *testing.T) {
+	t.Parallel()
 	nats := externalNATS(t)
 	// an external stream brings its own keys: both nodes share them
 	data := externalKeys(t)

@@ -13,6 +13,7 @@ import (
 // TestSimulateReportsBatchesAndProfilesThePlays runs a short simulation
 // with both profiles and checks the committer's figures against the plays'.
 func TestSimulateReportsBatchesAndProfilesThePlays(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cpu, mem := filepath.Join(dir, "cpu.prof"), filepath.Join(dir, "mem.prof")
 	var r struct {
@@ -48,6 +49,7 @@ func TestSimulateReportsBatchesAndProfilesThePlays(t *testing.T) {
 // there, none is above the command's own p99, and the commit, which every
 // command waits for, is not zero.
 func TestSimulateSplitsACommandsTime(t *testing.T) {
+	t.Parallel()
 	var r struct {
 		P50       float64 `json:"command_latency_p50_ms"`
 		P99       float64 `json:"command_latency_p99_ms"`
@@ -78,6 +80,7 @@ func TestSimulateSplitsACommandsTime(t *testing.T) {
 // and gives the processors the process used in each phase: some, and no
 // more than the machine has.
 func TestSimulateSplitsTheLatencyBySnapshot(t *testing.T) {
+	t.Parallel()
 	const plays = 300
 	var r struct {
 		Snapshots   int     `json:"snapshots_taken"`
@@ -142,6 +145,7 @@ func simulateJSON(t *testing.T, report any, args ...string) {
 // the yardstick reported as always, each side's median among its rounds,
 // and Tresor's rate over each.
 func TestSimulateMeasuresTheYardstickBeforeAndAfter(t *testing.T) {
+	t.Parallel()
 	var r struct {
 		EventsPerSecond float64 `json:"events_per_second"`
 		Yardstick       float64 `json:"yardstick_events_per_second"`

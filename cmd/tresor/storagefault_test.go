@@ -88,6 +88,7 @@ func flipAt(at func(n int) int) func([]byte) []byte {
 // TestStorageFaultsAreCaughtNeverAdopted is the storage-fault suite; see
 // above.
 func TestStorageFaultsAreCaughtNeverAdopted(t *testing.T) {
+	t.Parallel()
 	r := newCrashRun(t)
 	r.clients = storageFaultClients
 	faults := pickStorageFaults(t, r.seed)

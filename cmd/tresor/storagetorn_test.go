@@ -43,6 +43,7 @@ type tornShape struct {
 // serve voids it and starts, no part of it counts, and the stake's retry
 // by its key makes a whole play.
 func TestStorageFaultTornAppendsAreVoided(t *testing.T) {
+	t.Parallel()
 	for _, sh := range tornShapes(t) {
 		t.Run(sh.name, func(t *testing.T) {
 			if sh.data == "" {

@@ -48,6 +48,7 @@ func TestReadsNeverShowHalfAnAppendPostgres(t *testing.T) {
 }
 
 func testTornReads(t *testing.T, args ...string) {
+	t.Parallel()
 	s := startServe(t, t.TempDir(), args...)
 	op := s.token("operator", "")
 	s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"0.50","blocks":1}`})

@@ -12,6 +12,7 @@ import (
 // `tresor verify-play`: valid as served, against the block's published
 // root and, once the block is closed, its seed; invalid once tampered with.
 func TestVerifyPlayChecksServedPlays(t *testing.T) {
+	t.Parallel()
 	s := startServe(t, t.TempDir())
 	op, reg, p42 := s.token("operator", ""), s.token("regulator", ""), s.token("player", "p-42")
 	em := s.must(201, call{"POST", "/v1/emissions", op, "", `{"price":"1.00","blocks":1}`})

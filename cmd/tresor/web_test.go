@@ -110,6 +110,7 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // and at the end the tier and prize the API recorded; a refusal is said in
 // plain words.
 func TestBrowserPlayerPlaysAWholePlay(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	s := startServe(t, t.TempDir())
 	op, p42 := s.fundedPlayer()
@@ -170,6 +171,7 @@ func TestBrowserPlayerPlaysAWholePlay(t *testing.T) {
 // first and verifies a play as valid against the published commitment; an
 // answer altered on its way to the browser is invalid, naming the check.
 func TestBrowserHistoryVerifiesPlays(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	s := startServe(t, t.TempDir())
 	_, p42 := s.fundedPlayer()
@@ -288,6 +290,7 @@ func TestBrowserHistoryVerifiesPlays(t *testing.T) {
 // shows each block with its chart and the API's counts; a player's token
 // cannot open it.
 func TestBrowserConsoleShowsTheBlocks(t *testing.T) {
+	t.Parallel()
 	ctx := browser(t)
 	data := filepath.Join(t.TempDir(), "data")
 	if _, stderr, code := run(t, "simulate", "--data", data, "--plays", "300", "--players", "10", "--quiet"); code != 0 {
