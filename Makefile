@@ -13,7 +13,7 @@ DOMAIN_ALLOWED := github.com/shopspring/decimal
 TEST_TIMEOUT   ?= 60m
 BENCH_TIME     ?= 1x
 
-.PHONY: all build run test test-services test-short soak crash crash-storage crash-takeover sellout bench bench-start lint fmt vet imports clean
+.PHONY: all build run test test-services test-short soak crash crash-storage crash-takeover cluster-repeat sellout bench bench-start bench-backup bench-stop lint fmt vet imports clean
 
 all: lint test
 
@@ -82,6 +82,18 @@ crash-takeover:
 	TRESOR_TAKEOVER_FAULTS=$(TRESOR_TAKEOVER_FAULTS) TRESOR_TAKEOVER_STARTS=$(TRESOR_TAKEOVER_STARTS) \
 		$(GO) test -count=1 -v -timeout $(TEST_TIMEOUT) -run '^TestTakeoverOnNATSProcesses$$' ./cmd/tresor
 
+# cluster-repeat runs one set of the cluster tests REPEAT_RUNS times, each
+# run a fresh process of a test binary built once, one after the other, and
+# prints each run's outcome and wall time, then the tally
+# (scripts/repeat-tests.sh): REPEAT_SET=cluster (the ./cluster package),
+# tresor (cmd/tresor's cluster tests, at make test's sizes) or eventstore
+# (the lease, leader and node-name tests). A failing run's log is kept
+# under .runs/. The cluster tests must pass every run.
+REPEAT_SET  ?= cluster
+REPEAT_RUNS ?= 20
+cluster-repeat:
+	scripts/repeat-tests.sh $(REPEAT_SET) $(REPEAT_RUNS)
+
 # sellout sells out a block of each price of SELLOUT_PRICES through the
 # writer and checks each pays its Article 3 table to the cent (make test
 # sells out one, at 0.50), then a block of each with `tresor simulate` and
@@ -105,6 +117,18 @@ BLOCKS ?= 1
 bench-start:
 	BIN=$(BIN) scripts/bench-start.sh $(BLOCKS)
 
+# bench-backup measures backup and restore over one sold-out block (450 000
+# plays), each against its yardstick in the same run, and the time to
+# recover (restore, then serve ready); long: a sell-out, a replay, a backup
+# and a restore of the whole block. make bench runs it on a smaller
+# stream (the size is in its recipe).
+# BACKUP_DATA=DIR measures a data directory already sold out instead.
+BACKUP_PLAYS ?= 450000
+BACKUP_DATA  ?=
+bench-backup:
+	TRESOR_BACKUP_BENCH_PLAYS=$(BACKUP_PLAYS) TRESOR_BACKUP_BENCH_DATA=$(BACKUP_DATA) $(GO) test -run '^$$' -bench '^BenchmarkBackupAndRestore$$' -benchtime 1x \
+		-timeout $(TEST_TIMEOUT) -v ./cmd/tresor
+
 # bench-stop times serve's stop after a 182 000-play stream, the writer's
 # closing snapshot with it (scripts/bench-stop.sh; RUNS stops).
 RUNS ?= 4
@@ -126,7 +150,9 @@ vet:
 # feed reads the stream through eventstore and domain only, never a read
 # model or the writer; the cluster does not import the API; snapshot
 # imports only eventstore of Tresor's packages (what a snapshot holds is
-# its owner's format, never its own).
+# its owner's format, never its own); the regulator's vault reads through
+# eventstore and audit, never the write side; personal (the data keys)
+# imports only domain and eventstore of Tresor's packages.
 imports:
 	@bad=$$($(GO) list -deps -f '{{if not .Standard}}{{.ImportPath}}{{end}}' ./domain ./domain/codec | \
 		grep -v -x -e 'github.com/fdj/tresor/domain' -e 'github.com/fdj/tresor/domain/codec' $(foreach p,$(DOMAIN_ALLOWED),-e '$(p)') || true); \
@@ -147,6 +173,11 @@ imports:
 	@bad=$$($(GO) list -deps -f '{{.ImportPath}}' ./snapshot | grep '^github.com/fdj/tresor/' | \
 		grep -v -x -e 'github.com/fdj/tresor/snapshot' -e 'github.com/fdj/tresor/eventstore' || true); \
 	if [ -n "$$bad" ]; then echo "snapshot imports more of Tresor than eventstore:"; echo "$$bad"; exit 1; fi
+	@if [ -d vault ] && $(GO) list -deps ./vault | grep -E -q '^github.com/fdj/tresor/(settlement|api|cluster|feed|snapshot)(/|$$)'; then \
+		echo "vault imports the write side (settlement, api, cluster, feed or snapshot): it checks the operator's code, it does not run it"; exit 1; fi
+	@bad=$$($(GO) list -deps -f '{{.ImportPath}}' ./personal | grep '^github.com/fdj/tresor/' | \
+		grep -v -x -e 'github.com/fdj/tresor/personal' -e 'github.com/fdj/tresor/domain' -e 'github.com/fdj/tresor/eventstore' || true); \
+	if [ -n "$$bad" ]; then echo "personal imports more of Tresor than domain and eventstore:"; echo "$$bad"; exit 1; fi
 	@echo "imports: ok"
 
 clean:

@@ -17,6 +17,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -28,6 +29,11 @@ import (
 	"github.com/fdj/tresor/settlement"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 	"golang.org/x/time/rate"
 )
 
@@ -107,6 +113,10 @@ type Readiness struct {
 	// Cluster is the node's place among the writers on a NATS cluster
 	// (absent on the embedded default).
 	Cluster *ClusterStatus `json:"cluster,omitempty"`
+	// SalesSuspended are the suspensions of sales in force, once the
+	// service is ready (absent when none is): a service whose sales are
+	// stopped is ready, and says so.
+	SalesSuspended []projections.Suspension `json:"sales_suspended,omitempty"`
 }
 
 // ClusterStatus is a node's place among the writers of a chain on a NATS
@@ -135,12 +145,22 @@ type Config struct {
 	Store projections.Store
 	// Runner gives the projection lag for /metrics; nil leaves it out.
 	Runner *projections.Runner
-	// Tokens verifies bearer tokens.
+	// Tokens verifies bearer tokens signed by Tresor's own keys.
 	Tokens *Tokens
+	// Provider verifies the tokens of the operator's identity provider;
+	// nil accepts only Tresor's own.
+	Provider *Provider
 	// Logger receives internal errors, which answers never show.
 	Logger *slog.Logger
 	// Registry receives the API's metrics; nil uses a fresh registry.
 	Registry *prometheus.Registry
+	// Revocations is the set of revoked tokens every request's token is
+	// checked against, fed from the stream; nil checks none (tests of
+	// the API over read models alone).
+	Revocations *Revocations
+	// AccessLog records the staff's reads of players' data and reads them
+	// back (GET /v1/access-log); nil keeps none.
+	AccessLog *AccessLog
 	// Significant records failed authentications and refused role checks
 	// and reads them back (GET /v1/significant-events); nil keeps none.
 	Significant *Significant
@@ -157,6 +177,19 @@ type Config struct {
 	// spelling of it: Claims.identity); zero takes the package's defaults.
 	RatePerSecond int
 	RateBurst     int
+	// Witness, when set, answers GET /v1/vault/cosignatures: the
+	// regulator's vault's cosignatures the operator relays beside its
+	// commitments, as the vault answers them (docs/vault.md); nil answers
+	// 404 not_found.
+	Witness func() ([]byte, error)
+	// FreeBytes reads the free space under the data directory, for
+	// tresor_data_free_bytes; nil leaves it out (on a cluster the stream's
+	// disks are the NATS servers').
+	FreeBytes func() (int64, error)
+	// Personal opens the sealed personal fields of every answer, and
+	// seals the staff subjects the significant-event log records
+	// (docs/privacy.md); nil leaves both as they are.
+	Personal Personal
 }
 
 // Server is the API's http.Handler.
@@ -178,12 +211,34 @@ type Server struct {
 func NewServer(cfg Config) *Server {
 	s := newServer(cfg)
 	cfg = s.cfg
+	if cfg.Revocations != nil && cfg.Personal != nil {
+		cfg.Revocations.matchBy(s.pseudonym)
+	}
 	if sig := cfg.Significant; sig != nil {
 		cfg.Registry.MustRegister(
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_significant_events_total", Help: "Significant events stored (failed authentications, refused role checks)."},
-				func() float64 { return float64(sig.recorded.Load()) }),
+				func() float64 { return float64(sig.q.recorded.Load()) }),
 			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_significant_events_left_out_total", Help: "Significant events over the rate limits, counted in suppressed entries."},
 				func() float64 { return float64(sig.left.Load()) }))
+	}
+	if a := cfg.AccessLog; a != nil {
+		cfg.Registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_access_log_entries_total", Help: "Staff reads of players' data stored in the access log."},
+				func() float64 { return float64(a.q.recorded.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_access_log_dropped_total", Help: "Staff reads answered whose access-log entry was dropped (its queue full), counted in dropped entries."},
+				func() float64 { return float64(a.droppedTotal.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_access_log_failed_total", Help: "Access-log entries the log's stream refused."},
+				func() float64 { return float64(a.q.failed.Load()) }))
+	}
+	if v := cfg.Revocations; v != nil {
+		cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_token_revocations_age_seconds", Help: "Seconds since this node last read the token revocations in full (-1 before the first read); past 1.5 every token is refused."},
+			func() float64 {
+				age, read := v.age(time.Now())
+				if !read {
+					return -1
+				}
+				return age.Seconds() // float-ok: seconds, a duration
+			}))
 	}
 	if cfg.Runner != nil {
 		cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_projection_lag_events", Help: "Events the projections have yet to apply."}, func() float64 {
@@ -196,11 +251,13 @@ func NewServer(cfg Config) *Server {
 			return float64(lag.Events())
 		}))
 	}
+	s.registerServiceMetrics()
 	if cfg.Clustered {
 		s.registerClusterMetrics()
 	}
 	s.handle("GET /v1/health", nil, s.health)
 	s.handle("GET /v1/ready", nil, s.ready)
+	s.handle("GET /v1/me", roles(RolePlayer, RoleOperator, RoleFinance, RoleRegulator), s.me)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Registry, promhttp.HandlerOpts{}))
 	s.routes = append(s.routes, "GET /metrics")
 	s.handle("PUT /v1/players/{player}", roles(RoleOperator, RolePlayer), s.configure)
@@ -228,9 +285,35 @@ func NewServer(cfg Config) *Server {
 		s.handle("GET /v1/reports/"+kind, roles(RoleFinance, RoleRegulator), s.report(kind))
 	}
 	s.handle("GET /v1/significant-events", roles(RoleOperator, RoleRegulator), s.significantEvents)
+	// Revocations of tokens: an operator withdraws them, the regulator
+	// sees who did and why.
+	s.handle("GET /v1/access-log", roles(RoleRegulator), s.accessLogRead)
+	s.handle("POST /v1/token-revocations", roles(RoleOperator), s.revoke)
+	s.handle("GET /v1/token-revocations", roles(RoleOperator, RoleRegulator), s.revocations)
+	// Closures: the player or the operator closes an account, the
+	// operator reopens it.
+	s.handle("POST /v1/players/{player}/closure", roles(RoleOperator, RolePlayer), s.closeAccount)
+	s.handle("DELETE /v1/players/{player}/closure", roles(RoleOperator), s.reopenAccount)
+	s.handle("POST /v1/erasures", roles(RoleOperator), s.erase)
+	s.handle("POST /v1/erasures/{erasure}/approve", roles(RoleOperator), s.approveErasure)
+	s.handle("POST /v1/erasures/{erasure}/reject", roles(RoleOperator), s.rejectErasure)
+	s.handle("GET /v1/erasures", roles(RoleOperator, RoleRegulator), s.erasures)
+	s.handle("GET /v1/erasures/{erasure}", roles(RoleOperator, RoleRegulator), s.getErasure)
+	// Suspensions of sales: the operator stops and resumes a faulty game.
+	s.handle("POST /v1/sales/suspensions", roles(RoleOperator), s.suspend)
+	s.handle("DELETE /v1/sales/suspensions/{suspension}", roles(RoleOperator), s.resume)
+	s.handle("GET /v1/sales/suspensions", roles(RoleOperator, RoleFinance, RoleRegulator), s.suspensions)
+	s.handle("GET /v1/sales/suspensions/{suspension}", roles(RoleOperator, RoleFinance, RoleRegulator), s.getSuspension)
+	// Adjustments: proposed by one staff subject, decided by another.
+	s.handle("POST /v1/players/{player}/adjustments", roles(RoleOperator, RoleFinance), s.proposeAdjustment)
+	s.handle("POST /v1/adjustments/{adjustment}/approve", roles(RoleOperator, RoleFinance), s.approveAdjustment)
+	s.handle("POST /v1/adjustments/{adjustment}/reject", roles(RoleOperator, RoleFinance), s.rejectAdjustment)
+	s.handle("GET /v1/adjustments", roles(RoleOperator, RoleFinance, RoleRegulator), s.adjustments)
+	s.handle("GET /v1/adjustments/{adjustment}", roles(RoleOperator, RoleFinance, RoleRegulator), s.getAdjustment)
 	s.handlePublic("GET /v1/commitments", s.commitments)
 	s.handlePublic("GET /v1/commitments.ndjson", s.commitmentsFile)
 	s.handlePublic("GET /v1/commitments/{block}", s.commitment)
+	s.handlePublic("GET /v1/vault/cosignatures", s.witness)
 	s.handlePages()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.problem(w, r, &domain.Error{Code: domain.CodeNotFound, Message: "no such endpoint"})
@@ -305,17 +388,31 @@ func holding(pages http.Handler, status ReadyStatus, reason func() string) http.
 // holds the OpenAPI document to them.
 func (s *Server) Routes() []string { return append([]string(nil), s.routes...) }
 
-// ServeHTTP serves one request, bounded in time and counted by route.
+// tracer makes the API's spans; it does nothing unless serve was given an
+// OTLP endpoint.
+var tracer = otel.Tracer("github.com/fdj/tresor/api")
+
+// ServeHTTP serves one request, bounded in time, counted by route and
+// traced: a caller's traceparent header, if any, is the trace's parent.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(r.Context(), RequestTimeout)
 	defer cancel()
+	ctx = propagation.TraceContext{}.Extract(ctx, propagation.HeaderCarrier(r.Header))
+	ctx, span := tracer.Start(ctx, r.Method, trace.WithSpanKind(trace.SpanKindServer))
+	defer span.End()
 	rec := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 	r = r.WithContext(ctx)
 	s.mux.ServeHTTP(rec, r)
 	route := r.Pattern
 	if route == "" || route == "/" {
 		route = "unmatched"
+	}
+	// The route's pattern, never its path: a path names the player.
+	span.SetName(route)
+	span.SetAttributes(attribute.String("http.route", route), attribute.Int("http.response.status_code", rec.code))
+	if rec.code >= http.StatusInternalServerError {
+		span.SetStatus(codes.Error, http.StatusText(rec.code))
 	}
 	s.requests.WithLabelValues(route, strconv.Itoa(rec.code)).Inc()
 	s.latency.WithLabelValues(route).Observe(time.Since(start).Seconds())
@@ -330,6 +427,15 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int) {
 	w.code = code
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// answered is the status w was answered with, 0 when w does not tell (a
+// test calling the mux directly).
+func answered(w http.ResponseWriter) int {
+	if sw, ok := w.(*statusWriter); ok {
+		return sw.code
+	}
+	return 0
 }
 
 // Unwrap lets http.ResponseController reach the connection.
@@ -375,8 +481,13 @@ type handler func(r *http.Request, c *Claims) (status int, body any, err error)
 // nil), the per-token rate limit and the player-ownership check.
 func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
 	s.routes = append(s.routes, pattern)
+	logged := allowed != nil && s.cfg.AccessLog != nil && accessLogged(pattern)
 	s.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 		withBodyDeadline(w, r)
+		if err := refuseSealedInput(r); err != nil {
+			s.problem(w, r, err)
+			return
+		}
 		var claims *Claims
 		if allowed != nil {
 			c, err := s.authorize(r, allowed)
@@ -385,6 +496,11 @@ func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
 				return
 			}
 			claims = c
+			// A staff read of a player's data is recorded once answered;
+			// a player's own read costs this one comparison.
+			if logged && c.Role != RolePlayer {
+				defer func() { s.logAccess(r, c, answered(w)) }()
+			}
 			// Nothing is answered from read models that have not caught
 			// up with the log yet: stale data would pass for current.
 			if rd := s.readiness(); rd.Status == StatusStarting {
@@ -406,7 +522,12 @@ func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
 			}
 			w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 			w.WriteHeader(status)
-			io.WriteString(w, ans.body)
+			w.Write(s.reveal(r.Context(), []byte(ans.body), revealCSV))
+			return
+		}
+		var buf bytes.Buffer
+		if err := json.NewEncoder(&buf).Encode(body); err != nil {
+			s.problem(w, r, err)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
@@ -414,7 +535,7 @@ func (s *Server) handle(pattern string, allowed map[Role]bool, h handler) {
 			w.Header().Set("Retry-After", "1")
 		}
 		w.WriteHeader(status)
-		json.NewEncoder(w).Encode(body)
+		w.Write(s.reveal(r.Context(), buf.Bytes(), revealJSON))
 	})
 }
 
@@ -428,10 +549,21 @@ func (s *Server) authorize(r *http.Request, allowed map[Role]bool) (*Claims, err
 		s.signal(r, KindAuthenticationFailed, authFailure(errNoToken), nil)
 		return nil, errUnauthorized
 	}
-	c, err := s.cfg.Tokens.Verify(raw)
+	c, err := s.verifyToken(r.Context(), raw)
+	if errors.Is(err, errProviderUnreachable) {
+		return nil, &domain.Error{Code: codeUnavailable, Message: err.Error()}
+	}
 	if err != nil {
 		s.signal(r, KindAuthenticationFailed, authFailure(err), nil)
 		return nil, errUnauthorized
+	}
+	if v := s.cfg.Revocations; v != nil {
+		if err := v.check(c, time.Now()); err != nil {
+			if errors.Is(err, errTokenRevoked) {
+				s.signal(r, KindAuthenticationFailed, "revoked token", c)
+			}
+			return nil, err
+		}
 	}
 	id, err := c.identity()
 	if err != nil {
@@ -444,7 +576,7 @@ func (s *Server) authorize(r *http.Request, allowed map[Role]bool) (*Claims, err
 		s.signal(r, KindForbidden, "role "+string(c.Role)+" may not use this endpoint", c)
 		return nil, &domain.Error{Code: domain.CodeForbidden, Message: "role " + string(c.Role) + " may not do this"}
 	}
-	if c.Role == RolePlayer && r.PathValue("player") != c.Player {
+	if c.Role == RolePlayer && strings.Contains(r.Pattern, "{player}") && r.PathValue("player") != c.Player {
 		s.signal(r, KindForbidden, "a player names another player", c)
 		return nil, &domain.Error{Code: domain.CodeForbidden, Message: "a player acts only on their own account"}
 	}
@@ -498,6 +630,9 @@ const (
 	// codeUnsupportedMediaType: a body declared as something else than
 	// JSON.
 	codeUnsupportedMediaType domain.Code = "unsupported_media_type"
+	// codeTokenRevoked: a token that verifies, but that an operator
+	// revoked.
+	codeTokenRevoked domain.Code = "token_revoked"
 )
 
 var (
@@ -519,9 +654,15 @@ var statusOf = map[domain.Code]int{
 	domain.CodeNoOpenBlock:       http.StatusConflict,
 	domain.CodePlayFinished:      http.StatusConflict,
 	domain.CodeThrowOutOfTurn:    http.StatusConflict,
+	domain.CodeSalesSuspended:    http.StatusConflict,
+	domain.CodeAccountClosed:     http.StatusConflict,
+	domain.CodeFourEyes:          http.StatusForbidden,
+	domain.CodeAdjustmentExpired: http.StatusConflict,
+	domain.CodeErasureExpired:    http.StatusConflict,
 	domain.CodeForbidden:         http.StatusForbidden,
 	domain.CodeInternal:          http.StatusInternalServerError,
 	codeUnauthorized:             http.StatusUnauthorized,
+	codeTokenRevoked:             http.StatusUnauthorized,
 	codeRateLimited:              http.StatusTooManyRequests,
 	codeUnavailable:              http.StatusServiceUnavailable,
 	codeUnsupportedMediaType:     http.StatusUnsupportedMediaType,
@@ -573,7 +714,7 @@ func (s *Server) problem(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
-	json.NewEncoder(w).Encode(problemJSON{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: de.Code, Detail: de.Message})
+	json.NewEncoder(w).Encode(problemJSON{Type: "about:blank", Title: http.StatusText(status), Status: status, Code: de.Code, Detail: s.revealString(r.Context(), de.Message)})
 }
 
 // invalidf is an invalid_request problem.
@@ -619,6 +760,39 @@ func decode(r *http.Request, v any) error {
 	return nil
 }
 
+// errSealedInput refuses a request that holds a sealed field's prefix. The
+// answers open every sealed field they hold (reveal), so a sealed value
+// copied from an export into a path, a header or a body that an answer
+// echoes (a problem's detail, say) would come back opened: the API would
+// decrypt anyone's data for whoever holds its ciphertext.
+var errSealedInput = invalidf("no part of a request may hold a sealed field's prefix")
+
+// refuseSealedInput refuses a path, query or header that holds a sealed
+// field's prefix (decoded: percent-escapes are no way around it); decode
+// refuses a body's strings.
+func refuseSealedInput(r *http.Request) error {
+	query, err := url.QueryUnescape(r.URL.RawQuery)
+	if err != nil {
+		query = r.URL.RawQuery
+	}
+	if strings.Contains(r.URL.Path, domain.SealedPrefix) || strings.Contains(query, domain.SealedPrefix) {
+		return errSealedInput
+	}
+	for _, vs := range r.Header {
+		for _, v := range vs {
+			if strings.Contains(v, domain.SealedPrefix) {
+				return errSealedInput
+			}
+		}
+	}
+	return nil
+}
+
+func isString(tok json.Token) bool {
+	_, ok := tok.(string)
+	return ok
+}
+
 // jsonContent refuses a body declared as anything but JSON in UTF-8
 // (RFC 8259): application/json, with or without a charset parameter. A
 // body without Content-Type is read as JSON.
@@ -662,6 +836,8 @@ func checkKeys(body []byte, fields map[string]bool) error {
 			return invalidf("malformed JSON body: %v", err)
 		case done:
 			return invalidf("body must hold exactly one JSON value")
+		case isString(tok) && strings.Contains(tok.(string), domain.SealedPrefix):
+			return errSealedInput
 		case len(open) == 0 && tok != json.Delim('{'):
 			return invalidf("body must be a JSON object")
 		}
@@ -782,10 +958,69 @@ func (s *Server) waitFor(ctx context.Context, seq uint64) error {
 	if seq == 0 {
 		seq = s.cfg.Writer.LastSeq()
 	}
+	ctx, span := tracer.Start(ctx, "projections.wait", trace.WithAttributes(attribute.Int64("tresor.seq", int64(seq))))
+	defer span.End()
 	if err := s.cfg.Store.WaitFor(ctx, seq); err != nil {
 		return fmt.Errorf("read your writes at %d: %w", seq, err)
 	}
 	return nil
+}
+
+// registerServiceMetrics exports what the alert rules shipped with Tresor
+// (deploy/prometheus) watch besides the requests: readiness and the
+// positions behind it, finance's reconciliation and the data disk.
+func (s *Server) registerServiceMetrics() {
+	rd := func(f func(Readiness) float64) func() float64 {
+		return func() float64 { return f(s.readiness()) }
+	}
+	s.cfg.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_ready", Help: "1 while /v1/ready answers 200 (ready), 0 while starting or unavailable."},
+			rd(func(r Readiness) float64 {
+				if r.Status == StatusReady {
+					return 1
+				}
+				return 0
+			})),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_writer_seq", Help: "The writer's last durable stream sequence, as this node knows it."},
+			rd(func(r Readiness) float64 { return float64(r.WriterSeq) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_projection_seq", Help: "The last stream sequence the read models applied."},
+			rd(func(r Readiness) float64 { return float64(r.ProjectionSeq) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_seal_seq", Help: "Sequence of the last Seal the read models applied in this process (0 before the first)."},
+			rd(func(r Readiness) float64 { return float64(r.SealSeq) })),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_reconciliation_difference_cents", Help: "Sum of the absolute differences of finance's reconciliation over every emission, in cents: 0 unless something is to investigate; -1 when it cannot be read."},
+			func() float64 {
+				cents, err := s.reconciliationDifference()
+				if err != nil {
+					return -1
+				}
+				return float64(cents) // float-ok: Prometheus's value type, holding whole cents (exact up to 2^53)
+			}))
+	if free := s.cfg.FreeBytes; free != nil {
+		s.cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_data_free_bytes", Help: "Free space left to Tresor under its data directory (-1 when it cannot be read)."},
+			func() float64 {
+				n, err := free()
+				if err != nil {
+					return -1
+				}
+				return float64(n)
+			}))
+	}
+}
+
+// reconciliationDifference adds the absolute differences of the emission
+// rows: 0 unless the books disagree somewhere.
+func (s *Server) reconciliationDifference() (domain.Amount, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	rows, err := s.cfg.Store.Reconciliation(ctx, projections.ScopeEmission, "")
+	if err != nil {
+		return 0, err
+	}
+	var sum domain.Amount
+	for _, r := range rows {
+		sum += max(r.Difference, -r.Difference)
+	}
+	return sum, nil
 }
 
 // registerClusterMetrics exports the node's role, the lease's term and the
@@ -842,6 +1077,7 @@ func (s *Server) ready(r *http.Request, _ *Claims) (int, any, error) {
 	if rd.Status != StatusReady {
 		return http.StatusServiceUnavailable, rd, nil
 	}
+	rd.SalesSuspended = s.salesSuspended(r.Context())
 	return http.StatusOK, rd, nil
 }
 

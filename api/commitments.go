@@ -176,3 +176,18 @@ func noneMatch(fields []string, etag string) bool {
 	}
 	return false
 }
+
+// witness relays the regulator's vault's cosignatures, which the history
+// page's Verify and `tresor verify-play --cosignatures` check against the
+// vault's key.
+func (s *Server) witness(w http.ResponseWriter, r *http.Request) error {
+	if s.cfg.Witness == nil {
+		return &domain.Error{Code: domain.CodeNotFound, Message: "this service relays no cosignatures of a regulator's vault (serve --vault-cosignatures)"}
+	}
+	body, err := s.cfg.Witness()
+	if err != nil {
+		return err
+	}
+	writeCacheable(w, r, "application/json", body)
+	return nil
+}

@@ -61,6 +61,12 @@ type accountJSON struct {
 	Limits []periodLimitJSON `json:"limits"`
 	// Bans are the bans in force.
 	Bans []projections.Ban `json:"bans"`
+	// ClosedAt is when the account was closed (absent while it is open).
+	ClosedAt *time.Time `json:"closed_at,omitempty"`
+	// AdjustedCredits and AdjustedDebits add up the approved adjustments,
+	// so that the totals explain the balance.
+	AdjustedCredits domain.Amount `json:"adjusted_credits"`
+	AdjustedDebits  domain.Amount `json:"adjusted_debits"`
 	// BalanceAfter is, in a deposit's or a withdrawal's answer, the balance
 	// right after that movement: the same on every retry, whatever moved
 	// the account since.
@@ -98,7 +104,8 @@ func accountView(a projections.Account) accountJSON {
 		Player: a.Player, Balance: a.Balance, Deposited: a.Deposited, Withdrawn: a.Withdrawn, Staked: a.Staked, Won: a.Won,
 		Plays: a.Plays, SelfExcluded: a.SelfExcluded, OpenedAt: a.OpenedAt, Seq: a.LastSeq,
 		WeeklyDepositLimit: limitView(a.DepositLimit, now), WeeklyStakeLimit: limitView(a.StakeLimit, now),
-		Limits: []periodLimitJSON{}, Bans: a.Bans,
+		Limits: []periodLimitJSON{}, Bans: a.Bans, ClosedAt: a.ClosedAt,
+		AdjustedCredits: a.AdjustedCredits, AdjustedDebits: a.AdjustedDebits,
 	}
 	if v.Bans == nil {
 		v.Bans = []projections.Ban{}
@@ -769,6 +776,10 @@ func (s *Server) closeBlock(r *http.Request, c *Claims) (int, any, error) {
 // reconciliationJSON is finance's reconciliation rows.
 type reconciliationJSON struct {
 	Rows []projections.Reconciliation `json:"rows"`
+	// Adjustments are the approved adjustments per day and kind (of the
+	// days from and to keep): they move players' money against house
+	// accounts, never a block's, so no row's difference includes them.
+	Adjustments []projections.AdjustmentDay `json:"adjustments"`
 }
 
 // reconciliation answers per emission, per block or per day (scope; day
@@ -821,5 +832,15 @@ func (s *Server) reconciliation(r *http.Request, _ *Claims) (int, any, error) {
 		}
 		return http.StatusOK, csvBody(buf.String()), nil
 	}
-	return http.StatusOK, reconciliationJSON{Rows: kept}, nil
+	d, err := s.cfg.Store.ReportData(r.Context())
+	if err != nil {
+		return 0, nil, fmt.Errorf("reconciliation's adjustments: %w", err)
+	}
+	out := reconciliationJSON{Rows: kept, Adjustments: []projections.AdjustmentDay{}}
+	for _, a := range d.AdjustmentDays {
+		if (from == "" || a.Day >= from) && (to == "" || a.Day <= to) {
+			out.Adjustments = append(out.Adjustments, a)
+		}
+	}
+	return http.StatusOK, out, nil
 }

@@ -67,8 +67,8 @@ func TestOpenAPIParameterPatternsMatchTheServer(t *testing.T) {
 	for _, m := range param.FindAllStringSubmatch(string(doc), -1) {
 		patterns[m[1]] = regexp.MustCompile(m[3])
 	}
-	if n := strings.Count(string(doc), "in: path"); n != 4 {
-		t.Errorf("%d path parameters, want player, play, block and ban, each declared once", n)
+	if n := strings.Count(string(doc), "in: path"); n != 7 {
+		t.Errorf("%d path parameters, want player, play, block, ban, suspension, adjustment and erasure, each declared once", n)
 	}
 
 	rules, err := domain.DefaultRules()
@@ -90,16 +90,24 @@ func TestOpenAPIParameterPatternsMatchTheServer(t *testing.T) {
 	op, fin := mint(api.RoleOperator), mint(api.RoleFinance)
 	// probes asks the server about one id in the place each parameter has.
 	probes := map[string]func(id string) (path, token string){
-		"player":   func(id string) (string, string) { return "/v1/players/" + url.PathEscape(id) + "/plays/last", op },
-		"play":     func(id string) (string, string) { return "/v1/players/p-1/plays/" + url.PathEscape(id), op },
-		"block":    func(id string) (string, string) { return "/v1/blocks/" + url.PathEscape(id), op },
-		"ban":      func(id string) (string, string) { return "/v1/players/p-1/bans/" + url.PathEscape(id), op },
+		"player": func(id string) (string, string) { return "/v1/players/" + url.PathEscape(id) + "/plays/last", op },
+		"play":   func(id string) (string, string) { return "/v1/players/p-1/plays/" + url.PathEscape(id), op },
+		"block":  func(id string) (string, string) { return "/v1/blocks/" + url.PathEscape(id), op },
+		"ban":    func(id string) (string, string) { return "/v1/players/p-1/bans/" + url.PathEscape(id), op },
+		"suspension": func(id string) (string, string) {
+			return "/v1/sales/suspensions/" + url.PathEscape(id), op
+		},
+		"adjustment": func(id string) (string, string) {
+			return "/v1/adjustments/" + url.PathEscape(id), op
+		},
+		"erasure":  func(id string) (string, string) { return "/v1/erasures/" + url.PathEscape(id), op },
 		"emission": func(id string) (string, string) { return "/v1/reconciliation?emission=" + url.QueryEscape(id), fin },
 		"after":    func(id string) (string, string) { return "/v1/blocks?after=" + url.QueryEscape(id), op },
 	}
 	samples := []string{"p-42", "P_42", "a", strings.Repeat("a", 64), strings.Repeat("a", 65), "a.b", "a b", "ü", "a/b", "a%b", "-", "_",
 		"E0001", "E0001-B001", "E0001-B001-U000001", "E0001-B001-U00001", "E0001-B001-U0000001", "-U000001", "a.b-U000001",
-		"a-U00000x", "x-U123456", strings.Repeat("a", 64) + "-U000001", strings.Repeat("a", 65) + "-U000001", "E0001-B001-U000001-U000002"}
+		"a-U00000x", "x-U123456", "A1", "A0", "A01", "A123456789012345678", "A1234567890123456789", "a1", "A-1",
+		"ER1", "ER0", "ER01", "ER123456789012345678", "ER1234567890123456789", "er1", "E1", strings.Repeat("a", 64) + "-U000001", strings.Repeat("a", 65) + "-U000001", "E0001-B001-U000001-U000002"}
 	for name, probe := range probes {
 		pattern := patterns[name]
 		if pattern == nil {

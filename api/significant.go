@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,22 +13,25 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/MicahParks/keyfunc/v3"
 	"github.com/fdj/tresor/domain"
 	"github.com/golang-jwt/jwt/v5"
 	"golang.org/x/time/rate"
 )
 
-// SignificantStore keeps the significant-event log: a store of its own,
-// bounded, never the event log (docs/compliance.md says why).
-type SignificantStore interface {
+// LogStore keeps a log of the API's own, the significant-event log or the
+// access log: a store of its own, bounded, never the event log
+// (docs/compliance.md and docs/security.md say why).
+type LogStore interface {
 	// Append stores one entry of a kind and returns its sequence.
 	Append(ctx context.Context, kind string, data []byte) (uint64, error)
-	// Read returns up to limit entries after sequence after, recorded at
-	// or after since (zero: any), oldest first.
-	Read(ctx context.Context, after uint64, since time.Time, limit int) ([]StoredEntry, error)
+	// Read returns up to limit entries of kinds (nil: any; a kind may end
+	// in the wildcard "*") after sequence after, recorded at or after
+	// since (zero: any), oldest first.
+	Read(ctx context.Context, kinds []string, after uint64, since time.Time, limit int) ([]StoredEntry, error)
 }
 
-// StoredEntry is an entry as the SignificantStore returns it.
+// StoredEntry is an entry as the LogStore returns it.
 type StoredEntry struct {
 	Seq  uint64
 	At   time.Time
@@ -97,9 +101,7 @@ const (
 // queues them and stores them in the background, so that no request waits
 // for the log and no flood of them grows it past its limits.
 type Significant struct {
-	store  SignificantStore
-	logger *slog.Logger
-	queue  chan SignificantEvent
+	q      *logQueue[SignificantEvent]
 	global *rate.Limiter
 
 	mu         sync.Mutex
@@ -107,18 +109,15 @@ type Significant struct {
 	suppressed int
 	since      time.Time
 
-	// recorded and left count entries, for /metrics.
-	recorded, left atomic.Uint64
+	// left counts the entries left out, for /metrics.
+	left atomic.Uint64
 }
 
 // NewSignificant returns the recorder over a store; Run stores what it
 // records.
-func NewSignificant(store SignificantStore, logger *slog.Logger) *Significant {
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return &Significant{store: store, logger: logger, queue: make(chan SignificantEvent, significantQueueMax),
-		global: rate.NewLimiter(significantRate, significantBurst), perAddr: map[string]*rate.Limiter{}}
+func NewSignificant(store LogStore, logger *slog.Logger) *Significant {
+	q := newLogQueue(store, logger, "significant-event log", significantQueueMax, func(e SignificantEvent) string { return e.Kind })
+	return &Significant{q: q, global: rate.NewLimiter(significantRate, significantBurst), perAddr: map[string]*rate.Limiter{}}
 }
 
 // record queues an entry, unless the rate limits or a full queue leave it
@@ -138,12 +137,8 @@ func (s *Significant) record(e SignificantEvent) {
 		l = rate.NewLimiter(significantPerAddr, significantPerAddrBurst)
 		s.perAddr[host] = l
 	}
-	if l.Allow() && s.global.Allow() {
-		select {
-		case s.queue <- e:
-			return
-		default:
-		}
+	if l.Allow() && s.global.Allow() && s.q.offer(e) {
+		return
 	}
 	if s.suppressed == 0 {
 		s.since = e.At
@@ -155,30 +150,7 @@ func (s *Significant) record(e SignificantEvent) {
 // Run stores the queued entries, and every second the count of those left
 // out, until ctx ends; then it stores what is queued, bounded by a few
 // seconds.
-func (s *Significant) Run(ctx context.Context) {
-	tick := time.NewTicker(significantFlushEvery)
-	defer tick.Stop()
-	for {
-		select {
-		case e := <-s.queue:
-			s.store1(ctx, e)
-		case <-tick.C:
-			s.flush(ctx)
-		case <-ctx.Done():
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-			defer cancel()
-			for {
-				select {
-				case e := <-s.queue:
-					s.store1(dctx, e)
-				default:
-					s.flush(dctx)
-					return
-				}
-			}
-		}
-	}
-}
+func (s *Significant) Run(ctx context.Context) { s.q.run(ctx, significantFlushEvery, s.flush) }
 
 // flush records how many entries were left out, if any.
 func (s *Significant) flush(ctx context.Context) {
@@ -187,29 +159,15 @@ func (s *Significant) flush(ctx context.Context) {
 	s.suppressed = 0
 	s.mu.Unlock()
 	if n > 0 {
-		s.store1(ctx, SignificantEvent{At: time.Now().UTC(), Kind: KindSuppressed, Count: n,
+		s.q.store1(ctx, SignificantEvent{At: time.Now().UTC(), Kind: KindSuppressed, Count: n,
 			Reason: "entries over the rate limits since " + since.Format(time.RFC3339Nano) + " left out"})
 	}
-}
-
-// store1 stores one entry; a failure is logged (the log is not the
-// ledger: a lost entry loses no money and stops nothing).
-func (s *Significant) store1(ctx context.Context, e SignificantEvent) {
-	data, err := json.Marshal(e)
-	if err == nil {
-		_, err = s.store.Append(ctx, e.Kind, data)
-	}
-	if err != nil {
-		s.logger.Error("significant-event log", "kind", e.Kind, "err", err)
-		return
-	}
-	s.recorded.Add(1)
 }
 
 // Read returns up to limit entries after sequence after, recorded at or
 // after since (zero: any), oldest first.
 func (s *Significant) Read(ctx context.Context, after uint64, since time.Time, limit int) ([]SignificantEvent, error) {
-	stored, err := s.store.Read(ctx, after, since, limit)
+	stored, err := s.q.store.Read(ctx, nil, after, since, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -238,12 +196,36 @@ func (s *Server) signal(r *http.Request, kind, reason string, c *Claims) {
 	e := SignificantEvent{At: time.Now().UTC(), Kind: kind, Method: r.Method, Route: r.Pattern, Path: path,
 		RemoteAddr: r.RemoteAddr, Reason: reason}
 	if c != nil {
-		e.Role, e.Subject = string(c.Role), c.Subject
-		if e.Subject == "" {
-			e.Subject = c.Player
-		}
+		e.Role, e.Subject = string(c.Role), s.sealSubject(c)
 	}
 	s.cfg.Significant.record(e)
+}
+
+// sealSubject is the subject a significant event records: a player's id
+// in clear, a staff subject sealed under its data key as on the stream
+// (docs/privacy.md), or none when it cannot be sealed.
+func (s *Server) sealSubject(c *Claims) string {
+	if c.Subject == "" || c.Role == RolePlayer || s.cfg.Personal == nil {
+		return cmp.Or(c.Subject, c.Player)
+	}
+	return s.storedSubject(c)
+}
+
+// storedSubject is a staff token's subject as the stream and the read
+// models hold it: sealed under its data key, or "" when it cannot be.
+func (s *Server) storedSubject(c *Claims) string { return s.sealedSubject(c.Subject) }
+
+// sealedSubject is a staff subject as the stream holds it.
+func (s *Server) sealedSubject(subject string) string {
+	if s.cfg.Personal == nil || subject == "" {
+		return subject
+	}
+	sealed, err := s.cfg.Personal.Seal(domain.Owner{Subject: subject}, subject)
+	if err != nil {
+		s.cfg.Logger.Error("a staff subject not sealed, left out", "err", err)
+		return ""
+	}
+	return sealed
 }
 
 // authFailure says why a token was refused, without anything of it.
@@ -257,8 +239,18 @@ func authFailure(err error) string {
 		return "bad signature"
 	case errors.Is(err, jwt.ErrTokenMalformed):
 		return "malformed token"
-	case errors.Is(err, errRoleAndPlayer), errors.Is(err, errBadSubject):
+	case errors.Is(err, errRoleAndPlayer), errors.Is(err, errBadSubject), errors.Is(err, errNoRole):
 		return "claims that do not agree"
+	case errors.Is(err, errLifetime), errors.Is(err, jwt.ErrTokenUsedBeforeIssued):
+		return "no issue time, or too long a life"
+	case errors.Is(err, jwt.ErrTokenInvalidIssuer):
+		return "another issuer"
+	case errors.Is(err, jwt.ErrTokenInvalidAudience):
+		return "another audience"
+	case errors.Is(err, errKeyRetired):
+		return "a replaced key past its grace"
+	case errors.Is(err, errUnknownKeyID), errors.Is(err, errNoKeyID), errors.Is(err, keyfunc.ErrKeyfunc):
+		return "unknown key"
 	}
 	return "invalid token"
 }
@@ -280,20 +272,11 @@ func (s *Server) significantEvents(r *http.Request, _ *Claims) (int, any, error)
 		return 0, nil, &domain.Error{Code: domain.CodeNotFound, Message: "this server keeps no significant-event log"}
 	}
 	q := r.URL.Query()
-	limit := 100
-	var after uint64
+	limit, after, err := pageQuery(q.Get("limit"), q.Get("after"), SignificantPageMax)
+	if err != nil {
+		return 0, nil, err
+	}
 	var since time.Time
-	var err error
-	if v := q.Get("limit"); v != "" {
-		if limit, err = strconv.Atoi(v); err != nil || limit < 1 || limit > SignificantPageMax {
-			return 0, nil, invalidf("limit %.32q: want 1 to %d", v, SignificantPageMax)
-		}
-	}
-	if v := q.Get("after"); v != "" {
-		if after, err = strconv.ParseUint(v, 10, 64); err != nil {
-			return 0, nil, invalidf("after %.32q: want a sequence of the log", v)
-		}
-	}
 	if v := q.Get("since"); v != "" {
 		if since, err = time.Parse(time.RFC3339Nano, v); err != nil {
 			return 0, nil, invalidf("since %.64q: want an RFC 3339 time", v)

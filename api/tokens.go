@@ -1,6 +1,10 @@
 package api
 
 import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -50,15 +54,62 @@ type Claims struct {
 	jwt.RegisteredClaims
 }
 
-// Tokens mints and verifies the API's bearer tokens (JWT, HS256).
-type Tokens struct{ key []byte }
+// Tokens mints and verifies the API's bearer tokens (JWT, HS256) with the
+// current key, and verifies, until its grace ends, the tokens of the key it
+// replaced. A token names its key by a kid header, an id derived from the
+// key (tokenKeyID); a token without one, minted before kids existed, is
+// tried with both.
+type Tokens struct {
+	key []byte
+	kid string
+	// previous is the replaced key, nil when there is none.
+	previous *previousTokenKey
+	// now is the clock of the grace and of expiries.
+	now func() time.Time
+}
+
+// previousTokenKey is a replaced key and the end of its grace.
+type previousTokenKey struct {
+	key   []byte
+	kid   string
+	until time.Time
+}
 
 // NewTokens returns Tokens over a key of TokenKeySize bytes.
 func NewTokens(key []byte) (*Tokens, error) {
 	if len(key) != TokenKeySize {
 		return nil, fmt.Errorf("token key: %d bytes, want %d", len(key), TokenKeySize)
 	}
-	return &Tokens{key: key}, nil
+	return &Tokens{key: key, kid: tokenKeyID(key), now: time.Now}, nil
+}
+
+// WithPrevious returns Tokens that also accept the tokens of previous, the
+// key this one replaced, until until: a grace for the tokens minted before
+// the rotation, at most TokenTTLMax from now since none lives longer.
+func (t *Tokens) WithPrevious(previous []byte, until time.Time) (*Tokens, error) {
+	switch kid := tokenKeyID(previous); {
+	case len(previous) != TokenKeySize:
+		return nil, fmt.Errorf("previous token key: %d bytes, want %d", len(previous), TokenKeySize)
+	case kid == t.kid:
+		return nil, errors.New("previous token key: the same as the current key")
+	case until.After(t.now().Add(TokenTTLMax)):
+		return nil, fmt.Errorf("previous token key's grace until %s: more than %s from now, longer than any token lives", until.Format(time.RFC3339), TokenTTLMax)
+	default:
+		next := *t
+		next.previous = &previousTokenKey{key: previous, kid: kid, until: until}
+		return &next, nil
+	}
+}
+
+// KeyID is the kid of the current key, which every token minted names.
+func (t *Tokens) KeyID() string { return t.kid }
+
+// tokenKeyID names a token key in its tokens' kid header: an HMAC of a
+// fixed label under the key, which names it without revealing it.
+func tokenKeyID(key []byte) string {
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("tresor token key id"))
+	return "hs-" + hex.EncodeToString(m.Sum(nil)[:8])
 }
 
 // Mint signs a token for role (and player, for a player) valid for ttl. A
@@ -89,21 +140,23 @@ func (t *Tokens) MintFor(role Role, subject, player string, ttl time.Duration, n
 		return "", fmt.Errorf("ttl %s: want more than 0 and at most %s", ttl, TokenTTLMax)
 	}
 	c := Claims{Role: role, Player: player, RegisteredClaims: jwt.RegisteredClaims{
-		Issuer: issuer, Subject: subject, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)),
+		Issuer: issuer, Subject: subject, IssuedAt: jwt.NewNumericDate(now), ExpiresAt: jwt.NewNumericDate(now.Add(ttl)), ID: rand.Text(),
 	}}
-	s, err := jwt.NewWithClaims(jwt.SigningMethodHS256, c).SignedString(t.key)
+	tok := jwt.NewWithClaims(jwt.SigningMethodHS256, c)
+	tok.Header["kid"] = t.kid
+	s, err := tok.SignedString(t.key)
 	if err != nil {
 		return "", fmt.Errorf("sign token: %w", err)
 	}
 	return s, nil
 }
 
-// Verify checks a token's signature, algorithm, issuer and expiry and
+// Verify checks a token's signature, algorithm, key, issuer and expiry and
 // returns its claims.
 func (t *Tokens) Verify(raw string) (*Claims, error) {
 	var c Claims
-	_, err := jwt.ParseWithClaims(raw, &c, func(*jwt.Token) (any, error) { return t.key, nil },
-		jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}), jwt.WithIssuer(issuer), jwt.WithExpirationRequired())
+	_, err := jwt.ParseWithClaims(raw, &c, t.keyOf, jwt.WithValidMethods([]string{jwt.SigningMethodHS256.Alg()}),
+		jwt.WithIssuer(issuer), jwt.WithExpirationRequired(), jwt.WithTimeFunc(t.now))
 	if err != nil {
 		return nil, fmt.Errorf("verify token: %w", err)
 	}
@@ -116,10 +169,37 @@ func (t *Tokens) Verify(raw string) (*Claims, error) {
 	return &c, nil
 }
 
+// keyOf is the key a token's kid names: the current key, the previous one
+// during its grace, both for a token without a kid.
+func (t *Tokens) keyOf(tok *jwt.Token) (any, error) {
+	kid, named := tok.Header["kid"]
+	inGrace := t.previous != nil && t.now().Before(t.previous.until)
+	switch {
+	case !named && inGrace:
+		return jwt.VerificationKeySet{Keys: []jwt.VerificationKey{t.key, t.previous.key}}, nil
+	case !named || kid == t.kid:
+		return t.key, nil
+	case t.previous != nil && kid == t.previous.kid && inGrace:
+		return t.previous.key, nil
+	case t.previous != nil && kid == t.previous.kid:
+		return nil, errKeyRetired
+	}
+	return nil, errUnknownKeyID
+}
+
 // Reasons a verified signature is still refused.
 var (
 	errRoleAndPlayer = errors.New("verify token: role and player do not agree")
 	errBadSubject    = errors.New("verify token: malformed subject, or a player's subject other than the player")
+	errNoRole        = errors.New("verify token: no role claim, or not a string")
+	errLifetime      = errors.New("verify token: no issue time, or a life longer than any token's")
+)
+
+// Reasons a token's key is refused.
+var (
+	errUnknownKeyID = errors.New("unknown key id")
+	errKeyRetired   = errors.New("a replaced key whose grace has ended")
+	errNoKeyID      = errors.New("no key id")
 )
 
 // Actor is who the token's commands are recorded as given by: its role and

@@ -23,6 +23,22 @@ type controlState struct {
 	known    bool
 	players  map[string]*playerControls
 	counts   ControlCounts
+	// suspensions holds every suspension of sales recorded, by id;
+	// salesAnchored is false for an audit started from a seal, which
+	// does not know the suspensions recorded before it.
+	suspensions   map[string]*auditSuspension
+	salesAnchored bool
+	// salesInForce counts the suspensions in force among them.
+	salesInForce int
+	// adjustments holds every adjustment proposed, by id; adjustAnchored
+	// is false for an audit started from a seal, which does not know the
+	// proposals recorded before it.
+	adjustments    map[string]*auditAdjustment
+	adjustAnchored bool
+	// erasures holds every erasure proposed, by id; eraseAnchored as
+	// adjustAnchored.
+	erasures      map[string]*auditErasure
+	eraseAnchored bool
 }
 
 // ControlCounts counts the controls an audit re-derived.
@@ -33,6 +49,20 @@ type ControlCounts struct {
 	Bans            int `json:"bans"`
 	BansLifted      int `json:"bans_lifted"`
 	SettingsAdopted int `json:"settings_adopted"`
+	// Suspensions of sales recorded, and their ends.
+	Suspensions        int `json:"sales_suspensions"`
+	SuspensionsResumed int `json:"sales_suspensions_resumed"`
+	// Accounts closed, and reopened.
+	Closures   int `json:"account_closures"`
+	Reopenings int `json:"account_reopenings"`
+	// Adjustments proposed, approved and rejected.
+	AdjustmentsProposed int `json:"adjustments_proposed"`
+	AdjustmentsApproved int `json:"adjustments_approved"`
+	AdjustmentsRejected int `json:"adjustments_rejected"`
+	// Erasures of personal data proposed, recorded and rejected.
+	ErasuresProposed int `json:"erasures_proposed"`
+	Erasures         int `json:"erasures"`
+	ErasuresRejected int `json:"erasures_rejected"`
 }
 
 // playerControls are one player's controls. An account first seen after
@@ -40,6 +70,8 @@ type ControlCounts struct {
 // unknown, so its movements are not checked against controls.
 type playerControls struct {
 	anchored  bool
+	closed    bool
+	closedAt  time.Time
 	forGood   bool
 	until     time.Time
 	bans      map[string]bool // id → in force
@@ -98,7 +130,9 @@ func (r *runningSum) add(t time.Time, a domain.Amount) {
 }
 
 func newControlState(partial bool) *controlState {
-	return &controlState{settings: domain.BaselineSettings(), known: !partial, players: map[string]*playerControls{}}
+	return &controlState{settings: domain.BaselineSettings(), known: !partial, players: map[string]*playerControls{},
+		suspensions: map[string]*auditSuspension{}, salesAnchored: !partial,
+		adjustments: map[string]*auditAdjustment{}, adjustAnchored: !partial, erasures: map[string]*auditErasure{}, eraseAnchored: !partial}
 }
 
 // player returns a player's controls, unanchored when first seen here
@@ -165,14 +199,60 @@ func (s *state) control(ev *eventstore.RecordedEvent, e domain.Event) {
 		if p.bans != nil {
 			p.bans[e.Ban] = false
 		}
+	case *domain.TokenRevoked:
+		s.tokenRevoked(seq, e)
 	case *domain.BlockClosed:
 		if b := s.blocks[e.Block]; b != nil && b.state == blockOpen && e.By != nil {
 			s.needReason(seq, "early close of block "+e.Block, e.By, e.Reason)
 		}
 	case *domain.FundsDeposited:
 		s.governed(seq, at, e.Player, domain.DepositLimit, e.Amount, c.settings.DepositLimitRequired)
+		s.closedMovement(seq, e, e.Player)
+	case *domain.FundsWithdrawn:
+		s.closedMovement(seq, e, e.Player)
+	case *domain.PrizePaid:
+		s.closedMovement(seq, e, e.Player)
 	case *domain.StakePlaced:
 		s.governed(seq, at, e.Player, domain.StakeLimit, e.Stake, c.settings.StakeLimitRequired)
+		s.stakeSuspended(seq, e)
+		s.closedMovement(seq, e, e.Player)
+	case *domain.AccountClosed:
+		c.counts.Closures++
+		s.accountClosed(seq, at, e)
+	case *domain.AccountReopened:
+		c.counts.Reopenings++
+		s.accountReopened(seq, e)
+	case *domain.PersonalDataErasureProposed:
+		s.erasureProposed(seq, at, e)
+	case *domain.PersonalDataErased:
+		s.personalDataErased(seq, at, ev.SchemaVersion, e)
+	case *domain.PersonalDataErasureRejected:
+		s.erasureRejected(seq, at, e)
+	case *domain.SalesSuspended:
+		s.salesSuspended(seq, e)
+	case *domain.SalesResumed:
+		s.salesResumed(seq, e)
+	case *domain.AdjustmentProposed:
+		s.adjustmentProposed(seq, at, e)
+	case *domain.AdjustmentApproved:
+		s.adjustmentApproved(seq, at, e)
+	case *domain.AdjustmentRejected:
+		s.adjustmentRejected(seq, at, e)
+	}
+}
+
+// tokenRevoked checks a revocation of tokens: access is withdrawn by an
+// operator, from one token or one subject, and says why.
+func (s *state) tokenRevoked(seq uint64, e *domain.TokenRevoked) {
+	const subject = "token revocation"
+	if e.By == nil || e.By.Role != domain.RoleOperator {
+		s.bad(seq, CodeRevocationInvalid, subject, "recorded by an operator", fmt.Sprintf("by %v", e.By))
+	}
+	if (e.JTI == "") == (e.Subject == "" && e.SubjectRef == "") {
+		s.bad(seq, CodeRevocationInvalid, subject, "one token (jti) or one subject", fmt.Sprintf("jti %q, subject given %t", e.JTI, e.Subject != "" || e.SubjectRef != ""))
+	}
+	if e.By != nil {
+		s.needReason(seq, subject, e.By, e.Reason)
 	}
 }
 

@@ -61,7 +61,8 @@ func TestAuditRederivesTheControls(t *testing.T) {
 			i := depositOf(evs)
 			return slices.Insert(evs, i+1,
 				forge(t, evs, i, time.Millisecond, &domain.PlayerBanned{Player: "q1", Ban: "B1", Reference: "R1", Reason: "list", By: insider}),
-				forge(t, evs, i, 2*time.Millisecond, &domain.BanLifted{Player: "q1", Ban: "B1", Reference: "R2", Reason: "off the list", By: insider}))
+				forge(t, evs, i, 2*time.Millisecond, &domain.BanLifted{Player: "q1", Ban: "B1", Reference: "R2", Reason: "off the list", By: insider}),
+				forge(t, evs, i, 3*time.Millisecond, &domain.TokenRevoked{Subject: "clerk", Reason: "left the company", By: insider}))
 		}, ""},
 		{"a deposit while self-excluded for a term", func(evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
 			i := depositOf(evs)
@@ -99,6 +100,19 @@ func TestAuditRederivesTheControls(t *testing.T) {
 		{"an exclusion recorded by the operator without a reason", func(evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
 			j := stakeOf(evs) + 2
 			return slices.Insert(evs, j, forge(t, evs, j-2, 2*time.Millisecond, &domain.SelfExcluded{Player: "q1", By: insider}))
+		}, audit.CodeReasonMissing},
+		{"a token revoked by finance", func(evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
+			j := stakeOf(evs) + 2
+			return slices.Insert(evs, j, forge(t, evs, j-2, 2*time.Millisecond, &domain.TokenRevoked{JTI: "t1", Reason: "left",
+				By: &domain.Actor{Role: domain.RoleFinance, Subject: "accounts"}}))
+		}, audit.CodeRevocationInvalid},
+		{"a revocation naming a token and a subject", func(evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
+			j := stakeOf(evs) + 2
+			return slices.Insert(evs, j, forge(t, evs, j-2, 2*time.Millisecond, &domain.TokenRevoked{JTI: "t1", Subject: "clerk", Reason: "left", By: insider}))
+		}, audit.CodeRevocationInvalid},
+		{"a revocation without a reason", func(evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
+			j := stakeOf(evs) + 2
+			return slices.Insert(evs, j, forge(t, evs, j-2, 2*time.Millisecond, &domain.TokenRevoked{Subject: "clerk", By: insider}))
 		}, audit.CodeReasonMissing},
 		{"settings out of bounds", func(evs []eventstore.RecordedEvent) []eventstore.RecordedEvent {
 			s := domain.BaselineSettings()

@@ -46,6 +46,9 @@ type Report struct {
 	Withdrawals domain.Amount `json:"withdrawals"`
 	Stakes      domain.Amount `json:"stakes"`
 	Prizes      domain.Amount `json:"prizes"`
+	// Adjustments is the net of the approved adjustments: credits to
+	// players minus debits.
+	Adjustments domain.Amount `json:"adjustments"`
 	// PlayersBalance is what the players hold at the end.
 	PlayersBalance domain.Amount `json:"players_balance"`
 	// ElapsedSeconds covers this run, from New (or Resume) to Finish;
@@ -89,7 +92,7 @@ func (a *Auditor) report() *Report {
 		FromSeal: a.fromSeal, FromState: a.fromStateSeq(), LastSequence: s.lastSeq, Events: s.events, Seals: a.verifier.Stats().Seals,
 		Unanchored: s.unchecked + a.verifier.Stats().Skipped, Plays: s.plays, PlaysSettled: s.settled,
 		Deposits: s.books.Deposits, Withdrawals: s.books.Withdrawals, Stakes: s.books.Stakes, Prizes: s.books.Prizes,
-		NewEvents:      s.events - a.startEvents,
+		Adjustments: s.books.Adjustments, NewEvents: s.events - a.startEvents,
 		ElapsedSeconds: elapsed.Seconds(), EventsPerSecond: float64(s.events-a.startEvents) / max(elapsed.Seconds(), 1e-9),
 		ReadModelsCompared: a.compared, Prices: []PriceTotals{}, Controls: s.ctl.counts,
 	}

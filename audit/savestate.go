@@ -63,6 +63,7 @@ type savedAccount struct {
 	Withdrawals domain.Amount `json:"withdrawals"`
 	Stakes      domain.Amount `json:"stakes"`
 	Prizes      domain.Amount `json:"prizes"`
+	Adjusted    domain.Amount `json:"adjusted,omitempty"`
 }
 
 type savedEmission struct {
@@ -107,6 +108,7 @@ type savedBooks struct {
 	Withdrawals domain.Amount            `json:"withdrawals"`
 	Stakes      domain.Amount            `json:"stakes"`
 	Prizes      domain.Amount            `json:"prizes"`
+	Adjustments domain.Amount            `json:"adjustments,omitempty"`
 	Events      int                      `json:"events"`
 }
 
@@ -122,10 +124,27 @@ type savedControls struct {
 	Known    bool                   `json:"settings_known"`
 	Counts   ControlCounts          `json:"counts"`
 	Players  map[string]savedPlayer `json:"players"`
+	// Suspensions are the suspensions of sales recorded, by id, and
+	// SalesPartial whether the audit started from a seal, not knowing
+	// those recorded before it. A state written before them has neither:
+	// it predates the events, and so missed none.
+	Suspensions  map[string]savedSuspension `json:"sales_suspensions,omitempty"`
+	SalesPartial bool                       `json:"sales_partial,omitempty"`
+	// Adjustments are the adjustments proposed, by id, and
+	// AdjustmentsPartial whether the audit started from a seal; a state
+	// written before them has neither, as for the suspensions.
+	Adjustments        map[string]*auditAdjustment `json:"adjustments,omitempty"`
+	AdjustmentsPartial bool                        `json:"adjustments_partial,omitempty"`
+	// Erasures are the erasures proposed, by id, and ErasuresPartial
+	// whether the audit started from a seal; a state written before them
+	// has neither, as for the suspensions.
+	Erasures        map[string]*auditErasure `json:"erasures,omitempty"`
+	ErasuresPartial bool                     `json:"erasures_partial,omitempty"`
 }
 
 type savedPlayer struct {
 	Anchored  bool                                 `json:"anchored"`
+	Closed    bool                                 `json:"closed,omitempty"`
 	ForGood   bool                                 `json:"for_good"`
 	Until     time.Time                            `json:"until"`
 	Bans      map[string]bool                      `json:"bans,omitempty"`
@@ -177,12 +196,14 @@ func (a *Auditor) State() (*State, error) {
 		Verifier: a.verifier.State(), SealedAt: maps.Clone(s.sealedAt), ChainPositions: maps.Clone(s.head),
 		Accounts: map[string]savedAccount{}, Emissions: map[string]savedEmission{},
 		Books: savedBooks{Balances: maps.Clone(s.books.Balances), Debits: s.books.Debits, Credits: s.books.Credits,
-			Deposits: s.books.Deposits, Withdrawals: s.books.Withdrawals, Stakes: s.books.Stakes, Prizes: s.books.Prizes, Events: s.books.Events},
+			Deposits: s.books.Deposits, Withdrawals: s.books.Withdrawals, Stakes: s.books.Stakes, Prizes: s.books.Prizes,
+			Adjustments: s.books.Adjustments, Events: s.books.Events},
 		Controls:   s.ctl.save(),
 		Violations: a.eventViolations,
 	}
 	for id, ac := range s.accounts {
-		out.Accounts[id] = savedAccount{Base: ac.base, Deposits: ac.deposits, Withdrawals: ac.withdrawals, Stakes: ac.stakes, Prizes: ac.prizes}
+		out.Accounts[id] = savedAccount{Base: ac.base, Deposits: ac.deposits, Withdrawals: ac.withdrawals, Stakes: ac.stakes, Prizes: ac.prizes,
+			Adjusted: ac.adjusted}
 	}
 	for id, e := range s.emissions {
 		out.Emissions[id] = savedEmission{Price: e.price, Blocks: e.blocks, Opened: e.opened}
@@ -219,9 +240,18 @@ func (b *block) save() savedBlock {
 }
 
 func (c *controlState) save() savedControls {
-	out := savedControls{Settings: c.settings, Known: c.known, Counts: c.counts, Players: map[string]savedPlayer{}}
+	out := savedControls{Settings: c.settings, Known: c.known, Counts: c.counts, Players: map[string]savedPlayer{}, SalesPartial: !c.salesAnchored,
+		AdjustmentsPartial: !c.adjustAnchored, ErasuresPartial: !c.eraseAnchored}
+	out.Adjustments = copied(c.adjustments)
+	out.Erasures = copied(c.erasures)
+	for id, x := range c.suspensions {
+		if out.Suspensions == nil {
+			out.Suspensions = map[string]savedSuspension{}
+		}
+		out.Suspensions[id] = savedSuspension{Scope: x.scope, InForce: x.inForce}
+	}
 	for id, p := range c.players {
-		sp := savedPlayer{Anchored: p.anchored, ForGood: p.forGood, Until: p.until, Bans: maps.Clone(p.bans)}
+		sp := savedPlayer{Anchored: p.anchored, Closed: p.closed, ForGood: p.forGood, Until: p.until, Bans: maps.Clone(p.bans)}
 		for key, l := range p.limits {
 			sp.Limits = append(sp.Limits, savedLimit{Kind: key.Kind, Days: key.Days, Amount: l.amount, Pending: l.pending, From: l.from, HasPending: l.hasPending})
 		}
@@ -280,7 +310,8 @@ func (s *state) load(st *State) error {
 	s.lastSeq, s.events, s.unchecked, s.plays, s.settled = st.LastSequence, st.Events, st.Unanchored, st.Plays, st.PlaysSettled
 	s.sealedAt, s.head = orEmpty(maps.Clone(st.SealedAt)), orEmpty(maps.Clone(st.ChainPositions))
 	for id, ac := range st.Accounts {
-		s.accounts[id] = &account{base: ac.Base, deposits: ac.Deposits, withdrawals: ac.Withdrawals, stakes: ac.Stakes, prizes: ac.Prizes}
+		s.accounts[id] = &account{base: ac.Base, deposits: ac.Deposits, withdrawals: ac.Withdrawals, stakes: ac.Stakes, prizes: ac.Prizes,
+			adjusted: ac.Adjusted}
 	}
 	for id, e := range st.Emissions {
 		s.emissions[id] = &emission{price: e.Price, blocks: e.Blocks, opened: e.Opened}
@@ -305,6 +336,7 @@ func (s *state) load(st *State) error {
 	s.books.Balances = orEmpty(maps.Clone(st.Books.Balances))
 	s.books.Debits, s.books.Credits, s.books.Events = st.Books.Debits, st.Books.Credits, st.Books.Events
 	s.books.Deposits, s.books.Withdrawals, s.books.Stakes, s.books.Prizes = st.Books.Deposits, st.Books.Withdrawals, st.Books.Stakes, st.Books.Prizes
+	s.books.Adjustments = st.Books.Adjustments
 	for _, t := range st.Throws {
 		b := s.blocks[t.Block]
 		if b == nil {
@@ -344,10 +376,31 @@ func (s *state) loadBlock(sb savedBlock) (*block, error) {
 }
 
 func (c *controlState) load(sc savedControls) error {
-	c.settings, c.known, c.counts = sc.Settings, sc.Known, sc.Counts
+	c.settings, c.known, c.counts, c.salesAnchored = sc.Settings, sc.Known, sc.Counts, !sc.SalesPartial
+	c.adjustAnchored, c.eraseAnchored = !sc.AdjustmentsPartial, !sc.ErasuresPartial
+	for id, x := range sc.Adjustments {
+		if x == nil || x.Direction == "" || x.Kind == "" {
+			return fmt.Errorf("adjustment %s without its terms", id)
+		}
+	}
+	for id, x := range sc.Erasures {
+		if x == nil || (x.Player == "" && x.KeyID == "") {
+			return fmt.Errorf("erasure %s of nobody", id)
+		}
+	}
+	c.adjustments, c.erasures = copied(sc.Adjustments), copied(sc.Erasures)
+	for id, x := range sc.Suspensions {
+		if x.Scope.Kind == "" {
+			return fmt.Errorf("suspension %s without its scope", id)
+		}
+		c.suspensions[id] = &auditSuspension{scope: x.Scope, inForce: x.InForce}
+		if x.InForce {
+			c.salesInForce++
+		}
+	}
 	for id, sp := range sc.Players {
 		p := c.player(id)
-		p.anchored, p.forGood, p.until, p.bans = sp.Anchored, sp.ForGood, sp.Until, sp.Bans
+		p.anchored, p.closed, p.forGood, p.until, p.bans = sp.Anchored, sp.Closed, sp.ForGood, sp.Until, sp.Bans
 		for _, l := range sp.Limits {
 			p.limits[domain.LimitKey{Kind: l.Kind, Days: l.Days}] = &auditLimit{amount: l.Amount, pending: l.Pending, from: l.From, hasPending: l.HasPending}
 		}
@@ -409,4 +462,15 @@ func (a *Auditor) CheckContinuity(at EventAt) (bool, error) {
 		return false, nil
 	}
 	return true, nil
+}
+
+// copied copies the values of a map of proposals: a saved state and the
+// auditor's never share one.
+func copied[T any](m map[string]*T) map[string]*T {
+	out := make(map[string]*T, len(m))
+	for id, x := range m {
+		y := *x
+		out[id] = &y
+	}
+	return out
 }

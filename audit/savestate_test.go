@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fdj/tresor/audit"
 	"github.com/fdj/tresor/domain"
@@ -104,9 +105,20 @@ func TestIncrementalAuditEqualsFullAudit(t *testing.T) {
 	st.Stake++ // stake_price, balance_mismatch
 	edit(t, tampered, j, st)
 	tampered = rechain(tampered)
-	for name, events := range map[string][]eventstore.RecordedEvent{"clean": clean, "tampered": tampered} {
+	// A suspension of sales in force across the cuts, another ended, and a
+	// stake inside the one in force (and every one after it): suspension_breached.
+	two, every := domain.SalesScope{Kind: domain.ScopePrice, Price: 200}, domain.SalesScope{Kind: domain.ScopeAll}
+	suspended := slices.Clone(clean)
+	k, _ := find[*domain.StakePlaced](t, suspended, 14, nil)
+	suspended = slices.Insert(suspended, k,
+		forge(t, suspended, k, -2*time.Millisecond, &domain.SalesSuspended{Suspension: "S2", Scope: every, Reason: "fault", By: insider}))
+	suspended = slices.Insert(suspended, 3,
+		forge(t, suspended, 3, 0, &domain.SalesSuspended{Suspension: "S1", Scope: two, Reason: "fault", By: insider}),
+		forge(t, suspended, 3, 0, &domain.SalesResumed{Suspension: "S1", Scope: two, Reason: "fixed", By: insider}))
+	suspended = rechain(suspended)
+	for name, events := range map[string][]eventstore.RecordedEvent{"clean": clean, "tampered": tampered, "suspended": suspended} {
 		cfg := auditConfig(t)
-		if name == "tampered" { // rechained: no seal
+		if name != "clean" { // rechained: no seal
 			cfg.PublicKey, cfg.SealGapMax = nil, 1<<62
 		}
 		full, err := audit.New(cfg)
@@ -120,6 +132,9 @@ func TestIncrementalAuditEqualsFullAudit(t *testing.T) {
 		wantState, err := full.State()
 		if err != nil {
 			t.Fatal(err)
+		}
+		if name == "suspended" && (want.ViolationCounts[audit.CodeSuspensionBreached] == 0 || len(want.ViolationCounts) != 1) {
+			t.Fatalf("suspended: %v", want.ViolationCounts)
 		}
 		if (name == "clean") != want.OK {
 			t.Fatalf("%s: full audit ok=%t: %v", name, want.OK, want.ViolationCounts)

@@ -44,6 +44,14 @@ type account struct {
 	// base is the balance before the first event seen (from a seal).
 	base                                  domain.Amount
 	deposits, withdrawals, stakes, prizes domain.Amount
+	// adjusted is the net of the approved adjustments: credits minus
+	// debits.
+	adjusted domain.Amount
+}
+
+// balance is what the account holds after the events seen.
+func (a *account) balance() domain.Amount {
+	return a.base + a.deposits - a.withdrawals - a.stakes + a.prizes + a.adjusted
 }
 
 type emission struct {
@@ -170,6 +178,10 @@ func (s *state) apply(ev *eventstore.RecordedEvent, d *decoded) {
 		s.known(seq, e.Player)
 	case *domain.BanLifted:
 		s.known(seq, e.Player)
+	case *domain.AccountClosed:
+		s.known(seq, e.Player)
+	case *domain.AccountReopened:
+		s.known(seq, e.Player)
 	case *domain.FundsDeposited:
 		s.money(seq, e, e.Player, e.Amount, e.Balance)
 	case *domain.FundsWithdrawn:
@@ -182,6 +194,8 @@ func (s *state) apply(ev *eventstore.RecordedEvent, d *decoded) {
 		s.blockExhausted(seq, e)
 	case *domain.BlockClosed:
 		s.blockClosed(seq, e)
+	case *domain.SeedsResealed:
+		s.seedsResealed(seq, e)
 	case *domain.StakePlaced:
 		s.stakePlaced(seq, e)
 	case *domain.UnitAssigned:
@@ -192,6 +206,10 @@ func (s *state) apply(ev *eventstore.RecordedEvent, d *decoded) {
 		s.playSettled(seq, e)
 	case *domain.PrizePaid:
 		s.prizePaid(seq, e)
+	case *domain.AdjustmentApproved:
+		s.money(seq, e, e.Player, e.Signed(), e.Balance)
+	case *domain.AdjustmentRejected:
+		s.known(seq, e.Player)
 	}
 }
 
@@ -254,6 +272,9 @@ func (s *state) money(seq uint64, e domain.Event, player string, delta, after do
 	case *domain.PrizePaid:
 		amount = e.Amount
 		a.prizes += e.Amount
+	case *domain.AdjustmentApproved:
+		amount = e.Amount
+		a.adjusted += e.Signed()
 	}
 	if amount <= 0 {
 		s.bad(seq, CodeInvalidAmount, "player "+player, "an amount above 0", amount)
@@ -337,6 +358,16 @@ func (s *state) block(seq uint64, id string) *block {
 		s.bad(seq, CodeBlockState, "block "+id, "a block opened before", "unknown block")
 	}
 	return nil
+}
+
+// seedsResealed checks that a master-key rotation reseals only seeds
+// still secret: those of blocks opened and not yet closed.
+func (s *state) seedsResealed(seq uint64, e *domain.SeedsResealed) {
+	for _, r := range e.Seeds {
+		if b := s.block(seq, r.Block); b != nil && b.state == blockClosed {
+			s.bad(seq, CodeBlockState, "block "+b.id, "a block not yet closed (its seed still secret)", "closed")
+		}
+	}
 }
 
 func (s *state) blockExhausted(seq uint64, e *domain.BlockExhausted) {
@@ -634,8 +665,8 @@ func (s *state) finish() {
 	for id, a := range s.accounts {
 		bal := s.books.Balances[domain.PlayerAccount(id)]
 		players += bal
-		if want := a.base + a.deposits - a.withdrawals - a.stakes + a.prizes; bal != want {
-			s.bad(0, CodeBooksUnbalanced, "player "+id, "deposits − withdrawals − stakes + prizes = "+want.String(), bal)
+		if want := a.balance(); bal != want {
+			s.bad(0, CodeBooksUnbalanced, "player "+id, "deposits − withdrawals − stakes + prizes + adjustments = "+want.String(), bal)
 		}
 	}
 	if s.books.Debits != s.books.Credits {

@@ -38,16 +38,31 @@ type stateEnvelope struct {
 // WriteStateFile writes st to path atomically: a temporary file in the
 // same directory, synced, renamed over path, and the directory synced, so
 // that a crash leaves the old state or the new one, never half of one.
-func WriteStateFile(path string, st *State) (err error) {
+func WriteStateFile(path string, st *State) error {
+	b, err := EncodeState(st)
+	if err != nil {
+		return err
+	}
+	return WriteStateBytes(path, b)
+}
+
+// EncodeState returns the bytes of a state file holding st.
+func EncodeState(st *State) ([]byte, error) {
 	body, err := json.Marshal(st)
 	if err != nil {
-		return fmt.Errorf("audit: encode the state: %w", err)
+		return nil, fmt.Errorf("audit: encode the state: %w", err)
 	}
 	// The envelope is written by hand: json.Marshal would copy and
 	// re-validate the state's megabytes to embed them.
 	sum := sha256.Sum256(body)
 	b := fmt.Appendf(make([]byte, 0, len(body)+160), `{"format":%q,"version":%d,"sha256":"%x","state":`, StateFormat, StateVersion, sum)
-	b = append(append(b, body...), "}\n"...)
+	return append(append(b, body...), "}\n"...), nil
+}
+
+// WriteStateBytes writes b, EncodeState's, to path as WriteStateFile
+// does: a caller may encode the state where it is consistent and write
+// it on another goroutine.
+func WriteStateBytes(path string, b []byte) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {

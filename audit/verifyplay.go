@@ -211,11 +211,15 @@ func VerifyPlay(doc projections.PlayView, opt VerifyPlayOptions) PlayVerdict {
 	v := &verification{doc: doc, opt: opt, verdict: PlayVerdict{PlayID: doc.PlayID, RootSource: SourceNone, SeedSource: SourceNone}}
 	v.document()
 	v.root()
-	v.inclusion()
-	v.scenario()
-	v.tier()
-	v.prize()
-	v.deck()
+	if v.pending() {
+		v.progress()
+	} else {
+		v.inclusion()
+		v.scenario()
+		v.tier()
+		v.prize()
+		v.deck()
+	}
 	v.verdict.Valid = true
 	for _, c := range v.verdict.Checks {
 		if c.Status == CheckFail {
@@ -255,19 +259,84 @@ func (v *verification) skip(name, why string) {
 // proof returns the document's proof, nil when it has none.
 func (v *verification) proof() *domain.UnitProof { return v.doc.Proof }
 
+// pending reports a play in progress served without its proof: the proof
+// would tell its outcome before the chests are opened, so the API gives it
+// with the settlement.
+func (v *verification) pending() bool {
+	return v.doc.Status == projections.StatusInProgress && v.proof() == nil
+}
+
+// pendingWhy is what a check that needs the proof says of a pending play.
+const pendingWhy = "the play is in progress: its proof, which fixes its outcome, comes with its settlement (the fourth throw or the system's completion); verify it again then"
+
 func (v *verification) document() {
 	var bad []string
 	d := v.doc
 	if block, unit, ok := domain.ParsePlayID(d.PlayID); !ok || block != d.BlockID || unit != d.Unit {
 		bad = append(bad, fmt.Sprintf("play id %q does not name block %s unit %d (want %q)", d.PlayID, d.BlockID, d.Unit, domain.PlayID(d.BlockID, d.Unit)))
 	}
+	passed := fmt.Sprintf("play %s is unit %d of block %s and carries its proof", d.PlayID, d.Unit, d.BlockID)
 	switch p := v.proof(); {
+	case v.pending():
+		passed = fmt.Sprintf("play %s is unit %d of block %s, in progress: its proof comes with its settlement", d.PlayID, d.Unit, d.BlockID)
 	case p == nil:
 		bad = append(bad, "the play carries no proof")
 	case p.Unit != d.Unit:
 		bad = append(bad, fmt.Sprintf("the proof is for unit %d, the play for unit %d", p.Unit, d.Unit))
 	}
-	v.add(CheckDocument, bad, fmt.Sprintf("play %s is unit %d of block %s and carries its proof", d.PlayID, d.Unit, d.BlockID))
+	v.add(CheckDocument, bad, passed)
+}
+
+// progress checks what a pending play shows without its proof: as many
+// throws as it says, the pawn where the last one left it, each opened
+// chest showing what its throw found and no other; the checks that need
+// the proof are skipped, saying why.
+func (v *verification) progress() {
+	for _, name := range []string{CheckInclusion, CheckScenario, CheckScenarioShown} {
+		v.skip(name, pendingWhy)
+	}
+	var bad []string
+	d := v.doc
+	n := len(d.Throws)
+	if n >= domain.ThrowCount {
+		bad = append(bad, fmt.Sprintf("status in_progress after %d throws", n))
+	}
+	if d.ThrowsLeft != domain.ThrowCount-n {
+		bad = append(bad, fmt.Sprintf("throws_left %d after %d throws, want %d", d.ThrowsLeft, n, domain.ThrowCount-n))
+	}
+	switch {
+	case n > 0 && d.Pawn != d.Throws[n-1].Pawn:
+		bad = append(bad, fmt.Sprintf("pawn on %s, the last throw left it on %s", d.Pawn, d.Throws[n-1].Pawn))
+	case n == 0 && (d.Start == nil || d.Pawn != *d.Start):
+		bad = append(bad, fmt.Sprintf("pawn on %s before any throw, not on the start", d.Pawn))
+	}
+	opened := make(map[int]domain.Symbol)
+	for i, t := range d.Throws {
+		if t.Chest == domain.NoChest {
+			continue
+		}
+		if t.Chest < 0 || t.Chest >= len(d.Chests) || d.Chests[t.Chest].Cell != t.Pawn {
+			bad = append(bad, fmt.Sprintf("throws[%d] opens chest %d, which is not on %s", i, t.Chest, t.Pawn))
+			continue
+		}
+		opened[t.Chest] = t.Symbol
+	}
+	for i, c := range d.Chests {
+		sym, ok := opened[i]
+		switch {
+		case c.Symbol != nil && !ok:
+			bad = append(bad, fmt.Sprintf("chests[%d] shows %s before it is opened", i, *c.Symbol))
+		case c.Symbol != nil && *c.Symbol != sym:
+			bad = append(bad, fmt.Sprintf("chests[%d] shows %s, its throw found %s", i, *c.Symbol, sym))
+		}
+	}
+	if d.Tier != nil || d.Prize != nil {
+		bad = append(bad, "a tier or a prize shown before the settlement")
+	}
+	v.add(CheckThrows, bad, fmt.Sprintf("%d throws made, pawn on %s, only the chests opened shown", n, d.Pawn))
+	for _, name := range []string{CheckTier, CheckPrize, CheckDeck} {
+		v.skip(name, pendingWhy)
+	}
 }
 
 func (v *verification) root() {

@@ -115,17 +115,22 @@ func TestVerifyPlayAcceptsEveryServedPlay(t *testing.T) {
 			}
 			st := statuses(v)
 			_, closed := s.seeds[doc.BlockID]
-			wantDeck, wantPrize := audit.CheckSkip, audit.CheckPass
+			// A play in progress is served without its proof: what needs
+			// the proof waits for the settlement.
+			wantProof, wantDeck := audit.CheckPass, audit.CheckSkip
 			if closed {
 				wantDeck = audit.CheckPass
 			}
 			if doc.Status == projections.StatusInProgress {
-				wantPrize = audit.CheckSkip
+				wantProof = audit.CheckSkip
+				if doc.Proof != nil {
+					t.Errorf("play %s in progress is served with its proof", doc.PlayID)
+				}
 			}
 			for name, want := range map[string]audit.CheckStatus{
-				audit.CheckDocument: audit.CheckPass, audit.CheckRoot: audit.CheckPass, audit.CheckInclusion: audit.CheckPass,
-				audit.CheckScenario: audit.CheckPass, audit.CheckScenarioShown: audit.CheckPass, audit.CheckThrows: audit.CheckPass,
-				audit.CheckTier: wantPrize, audit.CheckPrize: wantPrize, audit.CheckDeck: wantDeck,
+				audit.CheckDocument: audit.CheckPass, audit.CheckRoot: audit.CheckPass, audit.CheckInclusion: wantProof,
+				audit.CheckScenario: wantProof, audit.CheckScenarioShown: wantProof, audit.CheckThrows: audit.CheckPass,
+				audit.CheckTier: wantProof, audit.CheckPrize: wantProof, audit.CheckDeck: wantDeck,
 			} {
 				if st[name] != want {
 					t.Errorf("play %s (%s): check %s %s, want %s: %+v", doc.PlayID, doc.Status, name, st[name], want, v.Checks)
@@ -234,37 +239,93 @@ func TestVerifyPlayNamesTampering(t *testing.T) {
 		}, []string{audit.CheckDeck}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			b, err := json.Marshal(orig)
-			if err != nil {
-				t.Fatal(err)
+			s.checkTampered(t, orig, tc.edit, tc.failed)
+		})
+	}
+}
+
+// checkTampered verifies a copy of the play orig changed by edit: it must
+// be invalid, with exactly the checks failed failing.
+func (s *served) checkTampered(t *testing.T, orig map[string]any, edit func(p map[string]any, opt *audit.VerifyPlayOptions), failed []string) {
+	t.Helper()
+	b, err := json.Marshal(orig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p map[string]any
+	if err := json.Unmarshal(b, &p); err != nil {
+		t.Fatal(err)
+	}
+	opt := s.independent(orig["block_id"].(string))
+	edit(p, &opt)
+	if b, err = json.Marshal(p); err != nil {
+		t.Fatal(err)
+	}
+	docs, err := audit.ReadPlays(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := audit.VerifyPlay(docs[0], opt)
+	if v.Valid {
+		t.Fatalf("a changed play is valid: %+v", v.Checks)
+	}
+	want := map[string]bool{}
+	for _, name := range failed {
+		want[name] = true
+	}
+	for _, c := range v.Checks {
+		if (c.Status == audit.CheckFail) != want[c.Name] {
+			t.Errorf("check %s: %s (%s), want failed=%v", c.Name, c.Status, c.Detail, want[c.Name])
+		}
+	}
+}
+
+// TestVerifyPlayInProgressNamesWhatItShowsTooEarly: a play in progress is
+// served without its proof; what it shows is still checked against its own
+// throws, and an outcome shown before the settlement fails.
+func TestVerifyPlayInProgressNamesWhatItShowsTooEarly(t *testing.T) {
+	s := serve(t)
+	var orig map[string]any
+	for _, player := range []string{"p1", "p2", "p3", "p4", "p5"} {
+		var page struct{ Plays []map[string]any }
+		if err := json.Unmarshal(s.get(t, "/v1/players/"+player+"/plays?limit=100"), &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range page.Plays {
+			if p["status"] == "in_progress" && len(p["throws"].([]any)) > 0 && orig == nil {
+				orig = p
 			}
-			var p map[string]any
-			if err := json.Unmarshal(b, &p); err != nil {
-				t.Fatal(err)
+		}
+	}
+	if orig == nil {
+		t.Fatal("no play in progress with a throw made")
+	}
+	for _, key := range []string{"proof", "tier", "prize"} {
+		if _, ok := orig[key]; ok {
+			t.Fatalf("a play in progress is served with its %s: %v", key, orig[key])
+		}
+	}
+	unopened := func(p map[string]any) map[string]any {
+		for _, c := range p["chests"].([]any) {
+			if c := c.(map[string]any); c["symbol"] == nil {
+				return c
 			}
-			opt := s.independent(block)
-			tc.edit(p, &opt)
-			b, err = json.Marshal(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			docs, err := audit.ReadPlays(b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			v := audit.VerifyPlay(docs[0], opt)
-			if v.Valid {
-				t.Fatalf("a play with a changed %s is valid: %+v", tc.name, v.Checks)
-			}
-			want := map[string]bool{}
-			for _, name := range tc.failed {
-				want[name] = true
-			}
-			for _, c := range v.Checks {
-				if (c.Status == audit.CheckFail) != want[c.Name] {
-					t.Errorf("check %s: %s (%s), want failed=%v", c.Name, c.Status, c.Detail, want[c.Name])
-				}
-			}
+		}
+		t.Fatal("every chest is opened")
+		return nil
+	}
+	for _, tc := range []struct {
+		name string
+		edit func(p map[string]any, opt *audit.VerifyPlayOptions)
+	}{
+		{"a hidden chest shown", func(p map[string]any, _ *audit.VerifyPlayOptions) { unopened(p)["symbol"] = domain.Skull.String() }},
+		{"the tier", func(p map[string]any, _ *audit.VerifyPlayOptions) { p["tier"] = domain.TierNone.ID() }},
+		{"the prize", func(p map[string]any, _ *audit.VerifyPlayOptions) { p["prize"] = "0.00" }},
+		{"throws left", func(p map[string]any, _ *audit.VerifyPlayOptions) { p["throws_left"] = 4.0 }},
+		{"the pawn", func(p map[string]any, _ *audit.VerifyPlayOptions) { p["pawn"] = p["start"] }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.checkTampered(t, orig, tc.edit, []string{audit.CheckThrows})
 		})
 	}
 }

@@ -25,6 +25,14 @@ const (
 	// CodeSealInvalid: a seal is malformed, not signed by the operator's
 	// key, or does not name the chain's event at its position.
 	CodeSealInvalid Code = "seal_invalid"
+	// CodeSealKeyRetired: a seal, validly signed, by a key its chain
+	// retired at an earlier position: whoever holds an old key must not
+	// be able to vouch for what came after it.
+	CodeSealKeyRetired Code = "seal_key_retired"
+	// CodeSealRevoked: a SealKeyRevoked event withdrew a compromised key's
+	// seals from a position: the violation names the seals that no
+	// longer count, which the chain up to them relied on.
+	CodeSealRevoked Code = "seal_revoked"
 	// CodeSealMissing: a run of a chain longer than Config.SealGapMax
 	// without a valid seal: a log rewritten by someone without the
 	// operator's key can only leave its seals out.
@@ -132,11 +140,48 @@ const (
 	// force, or a ban or lifting without its decision's reference and a
 	// reason.
 	CodeBanInvalid Code = "ban_invalid"
+	// CodeRevocationInvalid: a token revocation not recorded by an
+	// operator, or naming neither one token nor one subject (or both).
+	CodeRevocationInvalid Code = "revocation_invalid"
 	// CodeReasonMissing: an exceptional action of the operator's staff (a
 	// block closed early, an exclusion recorded) without a reason.
 	CodeReasonMissing Code = "reason_missing"
 	// CodeSettingsInvalid: a SettingsAdopted outside the settings' bounds.
 	CodeSettingsInvalid Code = "settings_invalid"
+	// CodeSuspensionBreached: a stake accepted while a suspension of sales
+	// in force covered its price, its block or its emission.
+	CodeSuspensionBreached Code = "suspension_breached"
+	// CodeSuspensionInvalid: a suspension id recorded twice, the end of a
+	// suspension not in force or of another scope, or either without who
+	// gave it and why.
+	CodeSuspensionInvalid Code = "suspension_invalid"
+	// CodeClosedAccountMoved: a deposit, a withdrawal, a stake or a prize
+	// on a closed account.
+	CodeClosedAccountMoved Code = "closed_account_moved"
+	// CodeClosureInvalid: an account closed with money on it or closed
+	// twice, a reopening of an open account or not by the operator, or
+	// either without who asked and why.
+	CodeClosureInvalid Code = "closure_invalid"
+	// CodeAdjustmentInvalid: an adjustment proposed twice or not by staff,
+	// without a reference or a reason or with another expiry than the
+	// settings', decided without a proposal, twice, not by staff, or
+	// approved with other terms than proposed.
+	CodeAdjustmentInvalid Code = "adjustment_invalid"
+	// CodeFourEyesBroken: an adjustment or an erasure approved or
+	// rejected by the subject who proposed it.
+	CodeFourEyesBroken Code = "four_eyes_broken"
+	// CodeAdjustmentExpired: an adjustment approved or rejected at or
+	// after its expiry.
+	CodeAdjustmentExpired Code = "adjustment_expired"
+	// CodeErasureInvalid: an erasure of personal data (or its proposal)
+	// not by staff, on an unknown ground, a legal ground without its text
+	// or the end of a retention not ended, of an open account, or of a
+	// staff subject without the data key it destroys; from schema 2, an
+	// erasure approving no proposal, another person's, one decided
+	// already or expired, or with other terms than proposed; a proposal
+	// with an id used twice or another expiry than the settings'; a
+	// rejection without a reason.
+	CodeErasureInvalid Code = "erasure_invalid"
 )
 
 // Incremental audits (docs/audit.md, "Incremental audits").
@@ -241,6 +286,10 @@ func fromIntegrity(err error) (Violation, bool) {
 	switch {
 	case ie.What == "hash":
 		code = CodeHashMismatch
+	case ie.What == "seal key retired":
+		code = CodeSealKeyRetired
+	case ie.What == "seal revoked":
+		code = CodeSealRevoked
 	case strings.HasPrefix(ie.What, "seal"):
 		code = CodeSealInvalid
 	case strings.HasPrefix(ie.What, "header") || ie.What == "subject":

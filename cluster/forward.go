@@ -245,6 +245,11 @@ type Executor interface {
 	LastSeq() uint64
 }
 
+// serveFlushMax bounds the wait for the server to confirm the writer's
+// subscription; a connection that cannot answer in that time cannot serve
+// the writer either.
+const serveFlushMax = 2 * time.Second
+
 // Serve answers the commands forwarded to chain's subject for the lease's
 // term with w, each bounded by ForwardWaitMax, until the returned service
 // is stopped. The writer node serves it only while it holds that term.
@@ -269,6 +274,13 @@ func Serve(nc *nats.Conn, chain string, term uint64, w Executor, log *slog.Logge
 	if err := svc.AddEndpoint("execute", handler, micro.WithEndpointSubject(subject)); err != nil {
 		svc.Stop()
 		return nil, fmt.Errorf("serve %s: %w", subject, err)
+	}
+	// The node says it is the writer once this returns: its subscription
+	// must be on the server by then, or a command forwarded at once finds
+	// no responder and its node reports a takeover under way.
+	if err := nc.FlushTimeout(serveFlushMax); err != nil {
+		svc.Stop()
+		return nil, fmt.Errorf("serve %s: flush the subscription: %w", subject, err)
 	}
 	return svc, nil
 }

@@ -92,6 +92,9 @@ type Node struct {
 	// whatever lease it has read.
 	term  uint64
 	lease eventstore.LeaseInfo
+	// openErr is why the writer's last open failed while this node leads
+	// (term set), nil otherwise.
+	openErr error
 	// leaseRev is the newest revision of the lease's key this node has
 	// read or written (a read of an older or the same revision is a copy
 	// nobody renews, or one behind: noteLease), and leaseSeen when it last
@@ -243,10 +246,17 @@ func (n *Node) Ready() bool { return n.Err() == nil }
 func (n *Node) Err() error {
 	n.mu.Lock()
 	writer, holder, seen, silent := n.writer != nil, n.lease.Holder, n.leaseSeen, n.leaseRev != 0 && n.silentRev == n.leaseRev
+	leading, openErr := n.term != 0, n.openErr
 	n.mu.Unlock()
 	switch unseen := time.Since(seen); {
 	case writer:
 		return nil
+	case leading && openErr != nil:
+		// A writer that cannot open (a stream it cannot prove, say) must
+		// not leave its node ready: every command would wait on it.
+		return fmt.Errorf("%w: this node holds the writer lease but its writer does not open: %v", settlement.ErrNotReady, openErr)
+	case leading:
+		return fmt.Errorf("%w: this node holds the writer lease and is opening its writer", settlement.ErrNotReady)
 	case holder == "":
 		return ErrNoWriter
 	case silent:
@@ -588,6 +598,9 @@ func (n *Node) lead(ctx context.Context, term uint64) {
 	for {
 		elected := n.elections()
 		w, elog, err := n.openWriter(lctx, elected)
+		n.mu.Lock()
+		n.openErr = err
+		n.mu.Unlock()
 		if err != nil {
 			if failing.IsZero() {
 				failing = time.Now()
@@ -763,7 +776,7 @@ func (n *Node) stepDown(ctx context.Context, w *settlement.Writer, elog *settlem
 	// it is no longer the writer: its own name as holder would make it
 	// ready, forwarding to a service it no longer runs.
 	n.mu.Lock()
-	n.term = 0
+	n.term, n.openErr = 0, nil
 	// A standby's follower takes over from here: a ledger kept for a
 	// writer's next try would only grow stale in memory.
 	n.kept = nil

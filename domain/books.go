@@ -15,6 +15,9 @@ type Books struct {
 	// Debits and Credits are the totals of all postings' two sides.
 	Debits, Credits                       Amount
 	Deposits, Withdrawals, Stakes, Prizes Amount
+	// Adjustments is the net of approved adjustments: credits to players
+	// minus debits.
+	Adjustments Amount
 	// Events counts the events applied.
 	Events int
 }
@@ -49,6 +52,9 @@ func (b *Books) Apply(e Event) error {
 	case *PrizePaid:
 		b.Prizes += e.Amount
 		player, recorded = e.Player, e.Balance
+	case *AdjustmentApproved:
+		b.Adjustments += e.Signed()
+		player, recorded = e.Player, e.Balance
 	default:
 		return nil
 	}
@@ -64,7 +70,7 @@ func (b *Books) Apply(e Event) error {
 
 // Check verifies the books as a whole: debits equal credits, the accounts
 // sum to zero, and the players' balances equal deposits − withdrawals −
-// stakes + prizes. It returns a one-line summary and the first violation.
+// stakes + prizes + adjustments. It returns a one-line summary and the first violation.
 func (b *Books) Check() (string, error) {
 	var players, sum Amount
 	for acct, bal := range b.Balances {
@@ -73,15 +79,16 @@ func (b *Books) Check() (string, error) {
 			players += bal
 		}
 	}
-	summary := fmt.Sprintf("%d events; deposits %s, withdrawals %s, stakes %s, prizes %s; players hold %s",
-		b.Events, b.Deposits, b.Withdrawals, b.Stakes, b.Prizes, players)
+	summary := fmt.Sprintf("%d events; deposits %s, withdrawals %s, stakes %s, prizes %s, adjustments %s; players hold %s",
+		b.Events, b.Deposits, b.Withdrawals, b.Stakes, b.Prizes, b.Adjustments, players)
+	want := b.Deposits - b.Withdrawals - b.Stakes + b.Prizes + b.Adjustments
 	switch {
 	case b.Debits != b.Credits:
 		return summary, fmt.Errorf("debits %s ≠ credits %s", b.Debits, b.Credits)
 	case sum != 0:
 		return summary, fmt.Errorf("the accounts sum to %s, want 0", sum)
-	case players != b.Deposits-b.Withdrawals-b.Stakes+b.Prizes:
-		return summary, fmt.Errorf("players hold %s, but deposits − withdrawals − stakes + prizes = %s", players, b.Deposits-b.Withdrawals-b.Stakes+b.Prizes)
+	case players != want:
+		return summary, fmt.Errorf("players hold %s, but deposits − withdrawals − stakes + prizes + adjustments = %s", players, want)
 	}
 	return summary, nil
 }

@@ -90,6 +90,21 @@ type AdoptSettings struct {
 	Settings Settings
 }
 
+// ResealSeeds records the seeds of blocks not yet closed sealed again
+// under a new master key: the writer seals them (the decider never holds a
+// key) and names the key by MasterKeyID. Blocks closed since are left out:
+// their seed is public.
+type ResealSeeds struct {
+	MasterKeyID string
+	Seeds       []ResealedSeed
+}
+
+// ResealSeedsMax bounds the seeds of one ResealSeeds: one append.
+const ResealSeedsMax = 500
+
+// masterKeyIDPattern is the shape of a master key's id: 16 hex digits.
+var masterKeyIDPattern = regexp.MustCompile(`^[0-9a-f]{16}$`)
+
 // CreateEmission creates an emission of Blocks blocks at Price and opens its
 // first block (or queues it behind an earlier emission of the same price).
 // First is the block prepared for it. Key, when set, makes retries safe: a
@@ -147,6 +162,7 @@ func (CloseBlock) command()       {}
 func (BanPlayer) command()        {}
 func (LiftBan) command()          {}
 func (AdoptSettings) command()    {}
+func (ResealSeeds) command()      {}
 
 // Decision is what Decide returns for an accepted command: the events to
 // record, or, for a retry of a command already recorded (a remembered
@@ -198,6 +214,30 @@ func Decide(l *Ledger, now time.Time, c Command) (Decision, error) {
 		return l.liftBan(c)
 	case AdoptSettings:
 		return l.adoptSettings(c)
+	case SuspendSales:
+		return l.suspendSales(c)
+	case ResumeSales:
+		return l.resumeSales(c)
+	case CloseAccount:
+		return l.closeAccount(c)
+	case ReopenAccount:
+		return l.reopenAccount(c)
+	case ResealSeeds:
+		return l.resealSeeds(c)
+	case ProposeAdjustment:
+		return l.proposeAdjustment(now, c)
+	case ApproveAdjustment:
+		return l.approveAdjustment(now, c)
+	case RejectAdjustment:
+		return l.rejectAdjustment(now, c)
+	case ErasePersonalData:
+		return l.erase(now, c)
+	case ApproveErasure:
+		return l.approveErasure(now, c)
+	case RejectErasure:
+		return l.rejectErasure(now, c)
+	case RevokeTokens:
+		return l.revokeTokens(c)
 	}
 	return Decision{}, refuse(CodeInvalidRequest, "unknown command %T", c)
 }
@@ -219,6 +259,11 @@ func (l *Ledger) configure(now time.Time, c ConfigureAccount) (Decision, error) 
 			return Decision{}, refuse(CodeNotFound, "no account for player %q: the operator opens it", c.Player)
 		}
 		evs = append(evs, &AccountOpened{Player: c.Player, By: c.By})
+	}
+	if a != nil {
+		if err := l.openAccount(a, "a change of its limits or exclusions is"); err != nil {
+			return Decision{}, err
+		}
 	}
 	limits, err := l.limitChanges(now, a, c)
 	if err != nil {
@@ -359,11 +404,14 @@ const (
 )
 
 // validText checks free text a command carries: at most max bytes of
-// printable UTF-8 (no control character), required or not.
+// printable UTF-8 (no control character), required or not. Sealed text was
+// checked in clear before it was sealed (SealCommand).
 func validText(what, s string, max int, required bool) error {
 	switch {
 	case s == "" && required:
 		return refuse(CodeInvalidRequest, "%s required", what)
+	case SealedKeyID(s) != "":
+		return nil
 	case len(s) > max:
 		return refuse(CodeInvalidRequest, "%s of %d bytes: at most %d", what, len(s), max)
 	case !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0:
@@ -465,6 +513,9 @@ func (l *Ledger) deposit(now time.Time, c Deposit) (Decision, error) {
 	if err := checkAmount("deposit", c.Amount); err != nil {
 		return Decision{}, err
 	}
+	if err := l.openAccount(a, "a deposit is"); err != nil {
+		return Decision{}, err
+	}
 	if err := validActor(c.By); err != nil {
 		return Decision{}, err
 	}
@@ -486,6 +537,9 @@ func (l *Ledger) withdraw(c Withdraw) (Decision, error) {
 		return Decision{Replay: r}, err
 	}
 	if err := checkAmount("withdrawal", c.Amount); err != nil {
+		return Decision{}, err
+	}
+	if err := l.openAccount(a, "a withdrawal is"); err != nil {
 		return Decision{}, err
 	}
 	if err := validActor(c.By); err != nil {
@@ -569,6 +623,13 @@ func (l *Ledger) placeStake(now time.Time, c PlaceStake) (Decision, error) {
 	if err != nil {
 		return Decision{}, refuse(CodeInvalidStake, "stake %s: %v", c.Stake, err)
 	}
+	b := l.OpenBlock(c.Stake)
+	if err := l.openAccount(a, "a stake is"); err != nil {
+		return Decision{}, err
+	}
+	if s := l.salesSuspension(c.Stake, b); s != nil {
+		return Decision{}, suspended(s, c.Stake)
+	}
 	if err := a.refusal(now, "stakes are"); err != nil {
 		return Decision{}, err
 	}
@@ -578,7 +639,6 @@ func (l *Ledger) placeStake(now time.Time, c PlaceStake) (Decision, error) {
 	if c.Stake > a.Balance {
 		return Decision{}, refuse(CodeInsufficientFunds, "stake of %s is more than the balance of %s", c.Stake, a.Balance)
 	}
-	b := l.OpenBlock(c.Stake)
 	if b == nil {
 		return Decision{}, refuse(CodeNoOpenBlock, "no block of %s units is on sale", c.Stake)
 	}
@@ -812,4 +872,32 @@ func (l *Ledger) adoptSettings(c AdoptSettings) (Decision, error) {
 		return Decision{}, nil
 	}
 	return Decision{Events: []Event{&SettingsAdopted{Settings: c.Settings.clone()}}}, nil
+}
+
+func (l *Ledger) resealSeeds(c ResealSeeds) (Decision, error) {
+	if !masterKeyIDPattern.MatchString(c.MasterKeyID) {
+		return Decision{}, refuse(CodeInvalidRequest, "master key id %q: want 16 lowercase hex digits", c.MasterKeyID)
+	}
+	if len(c.Seeds) > ResealSeedsMax {
+		return Decision{}, refuse(CodeInvalidRequest, "%d seeds to reseal, at most %d at once", len(c.Seeds), ResealSeedsMax)
+	}
+	e := &SeedsResealed{MasterKeyID: c.MasterKeyID}
+	seen := map[string]bool{}
+	for _, r := range c.Seeds {
+		b := l.Blocks[r.Block]
+		switch {
+		case b == nil:
+			return Decision{}, refuse(CodeInvalidRequest, "reseal the seed of block %q: no such block", r.Block)
+		case seen[r.Block] || len(r.SealedSeed) == 0:
+			return Decision{}, refuse(CodeInvalidRequest, "reseal the seed of block %s: twice, or with no sealed seed", r.Block)
+		case b.State == BlockStateClosed:
+			continue // its seed is revealed: nothing secret to keep
+		}
+		seen[r.Block] = true
+		e.Seeds = append(e.Seeds, ResealedSeed{Block: r.Block, SealedSeed: slices.Clone(r.SealedSeed)})
+	}
+	if len(e.Seeds) == 0 {
+		return Decision{}, nil
+	}
+	return Decision{Events: []Event{e}}, nil
 }

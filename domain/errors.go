@@ -26,6 +26,21 @@ const (
 	// CodeThrowOutOfTurn refuses a throw that names a later throw than the
 	// next one of its play.
 	CodeThrowOutOfTurn Code = "throw_out_of_turn"
+	// CodeSalesSuspended refuses a stake in a scope whose sales an
+	// operator suspended; the message names the suspension.
+	CodeSalesSuspended Code = "sales_suspended"
+	// CodeAccountClosed refuses a deposit, a withdrawal, a stake or a
+	// change of limits on a closed account.
+	CodeAccountClosed Code = "account_closed"
+	// CodeFourEyes refuses the approval or the rejection of an adjustment
+	// by the staff subject who proposed it.
+	CodeFourEyes Code = "four_eyes"
+	// CodeAdjustmentExpired refuses the approval of an adjustment whose
+	// time to be approved has passed: it never moves money.
+	CodeAdjustmentExpired Code = "adjustment_expired"
+	// CodeErasureExpired refuses the approval of an erasure whose time to
+	// be approved has passed: nothing was erased.
+	CodeErasureExpired Code = "erasure_expired"
 	CodeForbidden      Code = "forbidden"
 	CodeInternal       Code = "internal"
 )
@@ -66,6 +81,11 @@ var (
 	ErrPlayFinished      = &Error{Code: CodePlayFinished}
 	ErrThrowOutOfTurn    = &Error{Code: CodeThrowOutOfTurn}
 	ErrForbidden         = &Error{Code: CodeForbidden}
+	ErrSalesSuspended    = &Error{Code: CodeSalesSuspended}
+	ErrAccountClosed     = &Error{Code: CodeAccountClosed}
+	ErrFourEyes          = &Error{Code: CodeFourEyes}
+	ErrAdjustmentExpired = &Error{Code: CodeAdjustmentExpired}
+	ErrErasureExpired    = &Error{Code: CodeErasureExpired}
 )
 
 // CodeOf returns the code of a refusal, or CodeInternal for any other error.

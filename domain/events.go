@@ -41,6 +41,21 @@ const (
 	TypePlayerBanned      = "PlayerBanned"
 	TypeBanLifted         = "BanLifted"
 	TypeSettingsAdopted   = "SettingsAdopted"
+	// Suspensions of sales and their ends.
+	TypeSalesSuspended = "SalesSuspended"
+	TypeSalesResumed   = "SalesResumed"
+	// Closures of accounts and their reopenings.
+	TypeAccountClosed   = "AccountClosed"
+	TypeAccountReopened = "AccountReopened"
+	// The writers' master key.
+	TypeSeedsResealed = "SeedsResealed"
+	// Adjustments: proposed, then approved (which moves the money) or
+	// rejected.
+	TypeAdjustmentProposed = "AdjustmentProposed"
+	TypeAdjustmentApproved = "AdjustmentApproved"
+	TypeAdjustmentRejected = "AdjustmentRejected"
+	// Revocations of API tokens.
+	TypeTokenRevoked = "TokenRevoked"
 )
 
 // SchemaVersion is the current schema version of every domain event type.
@@ -49,13 +64,20 @@ const (
 // FundsWithdrawn and BlockClosed, and version 3 of EmissionCreated, add who
 // gave the command (by) and, where an action needs one, its reason;
 // LimitChanged 2 adds its period. Every older payload reads as the new one
-// without the fields (docs/events.md, "Schema versions").
+// without the fields (docs/events.md, "Schema versions"). The next version
+// of every type that carries a staff subject or free text says that those
+// fields may be sealed (SealedPrefix): same keys, same shape.
 var SchemaVersion = map[string]int{
-	TypeAccountOpened: 2, TypeLimitChanged: 2, TypeSelfExcluded: 2,
-	TypeFundsDeposited: 2, TypeFundsWithdrawn: 2,
-	TypeEmissionCreated: 3, TypeBlockOpened: 1, TypeBlockExhausted: 1, TypeBlockClosed: 2,
+	TypeAccountOpened: 3, TypeLimitChanged: 3, TypeSelfExcluded: 3,
+	TypeFundsDeposited: 3, TypeFundsWithdrawn: 3,
+	TypeEmissionCreated: 4, TypeBlockOpened: 1, TypeBlockExhausted: 1, TypeBlockClosed: 3,
 	TypeStakePlaced: 1, TypeUnitAssigned: 1, TypeThrowMade: 1, TypePlaySettled: 1, TypePrizePaid: 1,
-	TypeSelfExcludedUntil: 1, TypePlayerBanned: 1, TypeBanLifted: 1, TypeSettingsAdopted: 1,
+	TypeSelfExcludedUntil: 2, TypePlayerBanned: 2, TypeBanLifted: 2, TypeSettingsAdopted: 1,
+	TypeSalesSuspended: 2, TypeSalesResumed: 2, TypeAccountClosed: 2, TypeAccountReopened: 2,
+	TypeSeedsResealed:      1,
+	TypeAdjustmentProposed: 2, TypeAdjustmentApproved: 2, TypeAdjustmentRejected: 2,
+	TypePersonalDataErased: 2, TypeTokenRevoked: 2,
+	TypePersonalDataErasureProposed: 1, TypePersonalDataErasureRejected: 1,
 }
 
 // DecodeEvent turns a stored payload of the given type back into its event.
@@ -99,6 +121,30 @@ func DecodeEvent(eventType string, payload []byte) (Event, error) {
 		e = &BanLifted{}
 	case TypeSettingsAdopted:
 		e = &SettingsAdopted{}
+	case TypeSalesSuspended:
+		e = &SalesSuspended{}
+	case TypeSalesResumed:
+		e = &SalesResumed{}
+	case TypeAccountClosed:
+		e = &AccountClosed{}
+	case TypeAccountReopened:
+		e = &AccountReopened{}
+	case TypeSeedsResealed:
+		e = &SeedsResealed{}
+	case TypeAdjustmentProposed:
+		e = &AdjustmentProposed{}
+	case TypeAdjustmentApproved:
+		e = &AdjustmentApproved{}
+	case TypeAdjustmentRejected:
+		e = &AdjustmentRejected{}
+	case TypePersonalDataErasureProposed:
+		e = &PersonalDataErasureProposed{}
+	case TypePersonalDataErased:
+		e = &PersonalDataErased{}
+	case TypePersonalDataErasureRejected:
+		e = &PersonalDataErasureRejected{}
+	case TypeTokenRevoked:
+		e = &TokenRevoked{}
 	default:
 		return nil, fmt.Errorf("decode event: unknown event type %q", eventType)
 	}
@@ -136,6 +182,10 @@ var subjectPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$`)
 // ValidSubject reports whether s can name who gave a command.
 func ValidSubject(s string) bool { return subjectPattern.MatchString(s) }
 
+// ValidStaffSubject reports whether s can name a staff member who gave a
+// command, as the stream holds it: in clear, or sealed (SealedPrefix).
+func ValidStaffSubject(s string) bool { return ValidSubject(s) || SealedKeyID(s) != "" }
+
 // validActor checks an actor a command carries (nil: the system).
 func validActor(a *Actor) error {
 	if a == nil {
@@ -146,8 +196,8 @@ func validActor(a *Actor) error {
 	default:
 		return refuse(CodeInvalidRequest, "actor role %q: want player, operator, finance or regulator", a.Role)
 	}
-	if !ValidSubject(a.Subject) {
-		return refuse(CodeInvalidRequest, "actor subject %.80q: want 1 to 128 of letters, digits, '_', '.', '@', '+' or '-'", a.Subject)
+	if !ValidSubject(a.Subject) && (a.Role == RolePlayer || !ValidStaffSubject(a.Subject)) {
+		return badSubject("actor subject", a.Subject)
 	}
 	return nil
 }
@@ -241,6 +291,22 @@ type BanLifted struct {
 // under BaselineSettings.
 type SettingsAdopted struct {
 	Settings
+}
+
+// SeedsResealed records that the sealed seeds of blocks not yet closed are
+// sealed again under a new master key (MasterKeyID names it without
+// revealing it): from here on, a writer holding only that key reopens
+// them, and the old key can be destroyed. The seeds stay secret: only
+// their sealed form changes.
+type SeedsResealed struct {
+	MasterKeyID string         `json:"master_key_id"`
+	Seeds       []ResealedSeed `json:"seeds"`
+}
+
+// ResealedSeed is one block's seed sealed under the new master key.
+type ResealedSeed struct {
+	Block      string `json:"block"`
+	SealedSeed []byte `json:"sealed_seed"`
 }
 
 // FundsDeposited records money paid into a player's account.
@@ -417,6 +483,7 @@ func (*SelfExcludedUntil) EventType() string { return TypeSelfExcludedUntil }
 func (*PlayerBanned) EventType() string      { return TypePlayerBanned }
 func (*BanLifted) EventType() string         { return TypeBanLifted }
 func (*SettingsAdopted) EventType() string   { return TypeSettingsAdopted }
+func (*SeedsResealed) EventType() string     { return TypeSeedsResealed }
 
 // AggregateID implementations: player facts on the player, block facts on
 // the block, emission facts on the emission.
@@ -438,6 +505,7 @@ func (e *SelfExcludedUntil) AggregateID() string { return playerAggregate(e.Play
 func (e *PlayerBanned) AggregateID() string      { return playerAggregate(e.Player) }
 func (e *BanLifted) AggregateID() string         { return playerAggregate(e.Player) }
 func (e *SettingsAdopted) AggregateID() string   { return "settings." + e.Version }
+func (e *SeedsResealed) AggregateID() string     { return "master-key." + e.MasterKeyID }
 
 // Posting is one movement of money in double entry: Amount leaves Debit's
 // side and reaches Credit's. Every posting is a debit and a credit of the
@@ -462,7 +530,8 @@ func BlockPrizeAccount(block string) string { return "block." + block + ".prizes
 func HouseCashAccount() string { return houseCash }
 
 // Postings returns the movements of money an event records: none for most
-// events, one for deposits, withdrawals, stakes and prizes. The journal of
+// events, one for deposits, withdrawals, stakes, prizes and approved
+// adjustments. The journal of
 // every projection and of the audit is built from this one function.
 // Signs: a player's balance is its credits minus its debits.
 func Postings(e Event) []Posting {
@@ -475,6 +544,8 @@ func Postings(e Event) []Posting {
 		return []Posting{{Debit: PlayerAccount(e.Player), Credit: BlockSalesAccount(e.Block), Amount: e.Stake}}
 	case *PrizePaid:
 		return []Posting{{Debit: BlockPrizeAccount(e.Block), Credit: PlayerAccount(e.Player), Amount: e.Amount}}
+	case *AdjustmentApproved:
+		return adjustmentPostings(e)
 	}
 	return nil
 }

@@ -17,7 +17,7 @@ import (
 // allocation, and decodes one only when a command names it.
 
 // keyKinds numbers the kinds of client key in a packed key.
-var keyKinds = [...]KeyKind{KeyDeposit, KeyWithdrawal, KeyStake, KeyEmission}
+var keyKinds = [...]KeyKind{KeyDeposit, KeyWithdrawal, KeyStake, KeyEmission, KeyRevocation}
 
 // packedKeys are the keys a ledger decoded from a snapshot remembers, as
 // the snapshot wrote them (packKeys): the strings they share, then the

@@ -39,6 +39,21 @@ type Ledger struct {
 	Blocks    map[string]*Block
 	// Plays holds the plays in progress; a settled play leaves it.
 	Plays map[string]*Play
+	// Suspensions holds the suspensions of sales in force, by id; a
+	// resumed one leaves it. suspensionsIssued counts those ever recorded,
+	// to number the next.
+	Suspensions       map[string]*Suspension
+	suspensionsIssued int
+	// Adjustments holds the adjustments pending, and those decided or
+	// expired within the idempotency window, by id; adjustmentsIssued
+	// counts those ever proposed, to number the next.
+	Adjustments       map[string]*Adjustment
+	adjustmentsIssued int
+	// Erasures holds the erasures of personal data pending, and those
+	// decided or expired within the idempotency window, by id;
+	// erasuresIssued counts those ever proposed, to number the next.
+	Erasures       map[string]*Erasure
+	erasuresIssued int
 	// emissionOrder lists emissions in creation order, so that the next
 	// block of a price comes from the oldest emission with blocks left.
 	emissionOrder []string
@@ -73,8 +88,13 @@ type Account struct {
 	Bans map[string]*Ban
 	// bansIssued counts the bans ever recorded, to number the next.
 	bansIssued int
-	deposits   rolling
-	stakes     rolling
+	// closedAt is when the account was closed, zero while it is open.
+	closedAt time.Time
+	// erasedAt is when the player's personal data was erased, zero
+	// before.
+	erasedAt time.Time
+	deposits rolling
+	stakes   rolling
 }
 
 // LimitKey names one limit of an account: its kind and its period.
@@ -272,6 +292,13 @@ type KeyRecord struct {
 	Throw int
 	// Ban is the ban a retried ban or lift names.
 	Ban string
+	// Suspension is the suspension of sales a retried suspension names.
+	Suspension string
+	// Adjustment is the adjustment a repeated approval or rejection names.
+	Adjustment string
+	// Erasure is the erasure a repeated proposal, approval or rejection
+	// names.
+	Erasure string
 }
 
 // KeyKind is the kind of command a client key belongs to: a key is scoped
@@ -285,6 +312,7 @@ const (
 	KeyWithdrawal KeyKind = "withdrawal"
 	KeyStake      KeyKind = "stake"
 	KeyEmission   KeyKind = "emission"
+	KeyRevocation KeyKind = "revocation"
 )
 
 // idemKey scopes a client key to its player ("" for an operator's
@@ -308,17 +336,20 @@ type PreparedBlock struct {
 // NewLedger returns an empty ledger under the given rules.
 func NewLedger(rules *RuleSet) *Ledger {
 	return &Ledger{
-		Rules:     rules,
-		Settings:  BaselineSettings(),
-		Accounts:  map[string]*Account{},
-		Emissions: map[string]*Emission{},
-		Blocks:    map[string]*Block{},
-		Plays:     map[string]*Play{},
-		openBlock: map[Amount]string{},
-		keys:      map[idemKey]*KeyRecord{},
-		decks:     map[[32]byte]*Deck{},
-		prepared:  map[string]*PreparedBlock{},
-		playerIdx: map[string]uint32{},
+		Rules:       rules,
+		Settings:    BaselineSettings(),
+		Accounts:    map[string]*Account{},
+		Emissions:   map[string]*Emission{},
+		Blocks:      map[string]*Block{},
+		Plays:       map[string]*Play{},
+		Suspensions: map[string]*Suspension{},
+		Adjustments: map[string]*Adjustment{},
+		Erasures:    map[string]*Erasure{},
+		openBlock:   map[Amount]string{},
+		keys:        map[idemKey]*KeyRecord{},
+		decks:       map[[32]byte]*Deck{},
+		prepared:    map[string]*PreparedBlock{},
+		playerIdx:   map[string]uint32{},
 	}
 }
 
@@ -424,7 +455,41 @@ func (l *Ledger) Evolve(at time.Time, e Event) error {
 		}
 		delete(a.Bans, e.Ban)
 	case *SettingsAdopted:
-		l.Settings = e.Settings.clone()
+		l.Settings = e.Settings.clone().withDefaults()
+	case *AccountClosed:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		a.closedAt = at
+	case *AccountReopened:
+		a, err := l.account(e.Player)
+		if err != nil {
+			return err
+		}
+		a.closedAt = time.Time{}
+	case *PersonalDataErasureProposed, *PersonalDataErased, *PersonalDataErasureRejected:
+		if err := l.evolveErasure(at, e); err != nil {
+			return err
+		}
+	case *SalesSuspended, *SalesResumed:
+		if err := l.evolveSales(at, e); err != nil {
+			return err
+		}
+	case *TokenRevoked:
+		l.evolveRevocation(at, e)
+	case *SeedsResealed:
+		for _, r := range e.Seeds {
+			b, err := l.block(r.Block)
+			if err != nil {
+				return err
+			}
+			b.SealedSeed = r.SealedSeed
+		}
+	case *AdjustmentProposed, *AdjustmentApproved, *AdjustmentRejected:
+		if err := l.evolveAdjustment(at, e); err != nil {
+			return err
+		}
 	case *FundsDeposited:
 		a, err := l.account(e.Player)
 		if err != nil {

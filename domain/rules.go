@@ -73,19 +73,8 @@ type ruleSetFile struct {
 	PayoutRateMin string           `json:"payout_rate_min_percent"`
 	PayoutRateMax string           `json:"payout_rate_max_percent"`
 	Multipliers   map[string]int64 `json:"multipliers"`
-	PrizeTables   []struct {
-		Article string `json:"article"`
-		Price   string `json:"price"`
-		Lots    []struct {
-			Tier   string `json:"tier"`
-			Count  int    `json:"count"`
-			Amount string `json:"amount"`
-			Total  string `json:"total"`
-		} `json:"lots"`
-		TotalLots int    `json:"total_lots"`
-		Total     string `json:"total"`
-	} `json:"prize_tables"`
-	Payouts struct {
+	PrizeTables   []tableFile      `json:"prize_tables"`
+	Payouts       struct {
 		Article string   `json:"article"`
 		Prices  []string `json:"prices"`
 		Rows    []struct {
@@ -93,6 +82,23 @@ type ruleSetFile struct {
 			Amounts []string `json:"amounts"`
 		} `json:"rows"`
 	} `json:"payouts"`
+}
+
+// tableFile is one price's prize table in a rule set file.
+type tableFile struct {
+	Article   string    `json:"article"`
+	Price     string    `json:"price"`
+	Lots      []lotFile `json:"lots"`
+	TotalLots int       `json:"total_lots"`
+	Total     string    `json:"total"`
+}
+
+// lotFile is one row of a prize table.
+type lotFile struct {
+	Tier   string `json:"tier"`
+	Count  int    `json:"count"`
+	Amount string `json:"amount"`
+	Total  string `json:"total"`
 }
 
 // rulesErr builds an error that refuses a rule set, naming where.
@@ -113,6 +119,34 @@ func LoadRules(data []byte) (*RuleSet, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, rulesErr("decode: %v", err)
 	}
+	r, err := ruleSetHeader(f)
+	if err != nil {
+		return nil, err
+	}
+	payouts, err := parsePayouts(f)
+	if err != nil {
+		return nil, err
+	}
+	if len(f.PrizeTables) == 0 {
+		return nil, rulesErr("prize_tables: none")
+	}
+	for _, ft := range f.PrizeTables {
+		t, err := r.priceTable(ft, payouts, f.Payouts.Article)
+		if err != nil {
+			return nil, err
+		}
+		r.Tables = append(r.Tables, t)
+	}
+	if len(payouts) != len(r.Tables) {
+		return nil, rulesErr("Article %s lists %d prices, the prize tables %d", f.Payouts.Article, len(payouts), len(r.Tables))
+	}
+	return r, nil
+}
+
+// ruleSetHeader reads what a rule set says besides its tables: its
+// identity, the block's size, the legal payout range and the tiers'
+// multipliers.
+func ruleSetHeader(f ruleSetFile) (*RuleSet, error) {
 	r := &RuleSet{Game: f.Game, Version: f.Version, Effective: f.Effective, Replaces: f.Replaces, Source: f.Source, BlockUnits: f.BlockUnits}
 	if r.BlockUnits <= 0 {
 		return nil, rulesErr("block_units %d: must be positive", r.BlockUnits)
@@ -136,78 +170,84 @@ func LoadRules(data []byte) (*RuleSet, error) {
 	if len(f.Multipliers) != int(TierNone) {
 		return nil, rulesErr("multipliers: %d entries, want %d (one per winning tier)", len(f.Multipliers), TierNone)
 	}
-	payouts, err := parsePayouts(f)
-	if err != nil {
-		return nil, err
-	}
-	if len(f.PrizeTables) == 0 {
-		return nil, rulesErr("prize_tables: none")
-	}
-	for _, ft := range f.PrizeTables {
-		t := PriceTable{Article: ft.Article, TotalLots: ft.TotalLots}
-		where := "Article " + ft.Article
-		if t.Price, err = ParseAmount(ft.Price); err != nil || t.Price == 0 {
-			return nil, rulesErr("%s: price %q is not a positive amount", where, ft.Price)
-		}
-		if _, dup := r.Table(t.Price); dup == nil {
-			return nil, rulesErr("%s: a second table for price %s", where, t.Price)
-		}
-		if t.Total, err = ParseAmount(ft.Total); err != nil {
-			return nil, rulesErr("%s: total: %v", where, err)
-		}
-		if len(ft.Lots) != int(TierNone) {
-			return nil, rulesErr("%s: %d rows, want %d", where, len(ft.Lots), TierNone)
-		}
-		var lots int
-		var total Amount
-		for i, fl := range ft.Lots {
-			tier, err := ParseTier(fl.Tier)
-			if err != nil || tier != Tier(i) {
-				return nil, rulesErr("%s row %d: tier %q, want %s (rows in tier order)", where, i+1, fl.Tier, Tier(i))
-			}
-			row := fmt.Sprintf("%s row %s", where, tier)
-			lot := Lot{Tier: tier, Count: fl.Count}
-			if lot.Amount, err = ParseAmount(fl.Amount); err != nil {
-				return nil, rulesErr("%s: amount: %v", row, err)
-			}
-			if lot.Total, err = ParseAmount(fl.Total); err != nil {
-				return nil, rulesErr("%s: total: %v", row, err)
-			}
-			if lot.Count <= 0 {
-				return nil, rulesErr("%s: count %d must be positive", row, lot.Count)
-			}
-			if got := Amount(lot.Count) * lot.Amount; got != lot.Total {
-				return nil, rulesErr("%s: %d × %s = %s, but the published total is %s", row, lot.Count, lot.Amount, got, lot.Total)
-			}
-			if want := Amount(r.Multipliers[tier]) * t.Price; lot.Amount != want {
-				return nil, rulesErr("%s: lot of %s, but %d × stake %s = %s", row, lot.Amount, r.Multipliers[tier], t.Price, want)
-			}
-			if want, ok := payouts[t.Price][tier]; !ok || lot.Amount != want {
-				return nil, rulesErr("%s: lot of %s, but Article %s pays %s for this tier at %s", row, lot.Amount, f.Payouts.Article, want, t.Price)
-			}
-			t.Lots[tier] = lot
-			lots += lot.Count
-			total += lot.Total
-		}
-		if lots != t.TotalLots {
-			return nil, rulesErr("%s: the rows count %d lots, but the published total is %d", where, lots, t.TotalLots)
-		}
-		if total != t.Total {
-			return nil, rulesErr("%s: the rows add up to %s, but the published total is %s", where, total, t.Total)
-		}
-		if lots > r.BlockUnits {
-			return nil, rulesErr("%s: %d winning lots do not fit in a block of %d units", where, lots, r.BlockUnits)
-		}
-		t.Lots[TierNone] = Lot{Tier: TierNone, Count: r.BlockUnits - lots}
-		if rate := t.PayoutRate(r.BlockUnits); rate.LessThan(r.PayoutRateMin) || rate.GreaterThan(r.PayoutRateMax) {
-			return nil, rulesErr("%s: payout rate %s %% outside the legal range %s–%s %%", where, rate.Shift(2), r.PayoutRateMin.Shift(2), r.PayoutRateMax.Shift(2))
-		}
-		r.Tables = append(r.Tables, t)
-	}
-	if len(payouts) != len(r.Tables) {
-		return nil, rulesErr("Article %s lists %d prices, the prize tables %d", f.Payouts.Article, len(payouts), len(r.Tables))
-	}
 	return r, nil
+}
+
+// priceTable reads one price's table and checks it against its published
+// totals, the block's size, the legal payout range and the payouts of
+// Article article; r holds the tables read before it.
+func (r *RuleSet) priceTable(ft tableFile, payouts map[Amount]map[Tier]Amount, article string) (PriceTable, error) {
+	t := PriceTable{Article: ft.Article, TotalLots: ft.TotalLots}
+	where := "Article " + ft.Article
+	var err error
+	if t.Price, err = ParseAmount(ft.Price); err != nil || t.Price == 0 {
+		return t, rulesErr("%s: price %q is not a positive amount", where, ft.Price)
+	}
+	if _, dup := r.Table(t.Price); dup == nil {
+		return t, rulesErr("%s: a second table for price %s", where, t.Price)
+	}
+	if t.Total, err = ParseAmount(ft.Total); err != nil {
+		return t, rulesErr("%s: total: %v", where, err)
+	}
+	if len(ft.Lots) != int(TierNone) {
+		return t, rulesErr("%s: %d rows, want %d", where, len(ft.Lots), TierNone)
+	}
+	var lots int
+	var total Amount
+	for i, fl := range ft.Lots {
+		lot, err := r.lot(fl, Tier(i), t.Price, where, payouts[t.Price], article)
+		if err != nil {
+			return t, err
+		}
+		t.Lots[lot.Tier] = lot
+		lots += lot.Count
+		total += lot.Total
+	}
+	if lots != t.TotalLots {
+		return t, rulesErr("%s: the rows count %d lots, but the published total is %d", where, lots, t.TotalLots)
+	}
+	if total != t.Total {
+		return t, rulesErr("%s: the rows add up to %s, but the published total is %s", where, total, t.Total)
+	}
+	if lots > r.BlockUnits {
+		return t, rulesErr("%s: %d winning lots do not fit in a block of %d units", where, lots, r.BlockUnits)
+	}
+	t.Lots[TierNone] = Lot{Tier: TierNone, Count: r.BlockUnits - lots}
+	if rate := t.PayoutRate(r.BlockUnits); rate.LessThan(r.PayoutRateMin) || rate.GreaterThan(r.PayoutRateMax) {
+		return t, rulesErr("%s: payout rate %s %% outside the legal range %s–%s %%", where, rate.Shift(2), r.PayoutRateMin.Shift(2), r.PayoutRateMax.Shift(2))
+	}
+	return t, nil
+}
+
+// lot reads the row of a table that must be tier's and checks it: its
+// total is count × amount, its amount the tier's multiplier × the price
+// and what Article article pays (payouts, this price's).
+func (r *RuleSet) lot(fl lotFile, want Tier, price Amount, where string, payouts map[Tier]Amount, article string) (Lot, error) {
+	tier, err := ParseTier(fl.Tier)
+	if err != nil || tier != want {
+		return Lot{}, rulesErr("%s row %d: tier %q, want %s (rows in tier order)", where, int(want)+1, fl.Tier, want)
+	}
+	row := fmt.Sprintf("%s row %s", where, tier)
+	lot := Lot{Tier: tier, Count: fl.Count}
+	if lot.Amount, err = ParseAmount(fl.Amount); err != nil {
+		return lot, rulesErr("%s: amount: %v", row, err)
+	}
+	if lot.Total, err = ParseAmount(fl.Total); err != nil {
+		return lot, rulesErr("%s: total: %v", row, err)
+	}
+	if lot.Count <= 0 {
+		return lot, rulesErr("%s: count %d must be positive", row, lot.Count)
+	}
+	if got := Amount(lot.Count) * lot.Amount; got != lot.Total {
+		return lot, rulesErr("%s: %d × %s = %s, but the published total is %s", row, lot.Count, lot.Amount, got, lot.Total)
+	}
+	if want := Amount(r.Multipliers[tier]) * price; lot.Amount != want {
+		return lot, rulesErr("%s: lot of %s, but %d × stake %s = %s", row, lot.Amount, r.Multipliers[tier], price, want)
+	}
+	if want, ok := payouts[tier]; !ok || lot.Amount != want {
+		return lot, rulesErr("%s: lot of %s, but Article %s pays %s for this tier at %s", row, lot.Amount, article, want, price)
+	}
+	return lot, nil
 }
 
 // parsePayouts reads the Article 4.5 table into price → tier → amount.

@@ -393,137 +393,174 @@ const onMapText = "a cell with row and col in 0..6"
 // programming error: tiers come from the deck.
 func GenerateScenario(salt [32]byte, tier Tier) Scenario {
 	key := hmacSHA256(salt[:], scenarioKeyLabel)
-	st := NewStream(key[:])
-	var visited uint64 // bit i set: cell i is the start or a landing cell
-
-	// Step 1: the start, uniform over the 49 cells.
-	start := int(st.Below(mapCells))
-	visited |= 1 << start
-
-	// Step 2: each throw, uniform over the moves from the pawn's cell
-	// that stay on the map and land on a cell not visited yet, listed by
-	// direction code then steps.
+	d := scenarioDraw{st: NewStream(key[:])}
 	var s Scenario
-	s.Rows, s.Cols, s.Start = MapRows, MapCols, cellAt(start)
-	var landing [ThrowCount]int
+	s.Rows, s.Cols = MapRows, MapCols
+	d.throws(&s)
+	need := tier.SymbolCount()
+	k := d.openedCount(need)
+	slots := d.openedSymbols(tier, need, k)
+	c := d.open(&s, slots)
+	d.placeUnopened(&s, c)
+	d.fillUnopened(&s, c)
+	sortChests(&s)
+	return s
+}
+
+// scenarioDraw is GenerateScenario's state between the steps of
+// docs/scenario.md: the stream every draw comes from, the cells visited
+// (bit i set: cell i is the start or a landing cell), the cell each throw
+// lands on, and how many of each symbol the board holds so far.
+type scenarioDraw struct {
+	st      *Stream
+	visited uint64
+	landing [ThrowCount]int
+	count   [len(symbolNames)]int
+}
+
+// throws draws steps 1 and 2: the start, uniform over the 49 cells, then
+// each throw, uniform over the moves from the pawn's cell that stay on the
+// map and land on a cell not visited yet, listed by direction code then
+// steps.
+func (d *scenarioDraw) throws(s *Scenario) {
+	start := int(d.st.Below(mapCells))
+	d.visited |= 1 << start
+	s.Start = cellAt(start)
 	pawn := s.Start
 	for i := range s.Throws {
 		var moves [directionCount * StepsMax]Throw
 		var dests [directionCount * StepsMax]int
 		m := 0
-		for _, d := range Directions {
+		for _, dir := range Directions {
 			for steps := StepsMin; steps <= StepsMax; steps++ {
-				next := Cell{Row: pawn.Row + directionDeltas[d][0]*steps, Col: pawn.Col + directionDeltas[d][1]*steps}
-				if next.OnMap() && visited&(1<<next.index()) == 0 {
-					moves[m], dests[m] = Throw{Direction: d, Steps: steps}, next.index()
+				next := Cell{Row: pawn.Row + directionDeltas[dir][0]*steps, Col: pawn.Col + directionDeltas[dir][1]*steps}
+				if next.OnMap() && d.visited&(1<<next.index()) == 0 {
+					moves[m], dests[m] = Throw{Direction: dir, Steps: steps}, next.index()
 					m++
 				}
 			}
 		}
-		j := st.Below(uint64(m))
-		s.Throws[i], landing[i] = moves[j], dests[j]
-		visited |= 1 << dests[j]
+		j := d.st.Below(uint64(m))
+		s.Throws[i], d.landing[i] = moves[j], dests[j]
+		d.visited |= 1 << dests[j]
 		pawn = cellAt(dests[j])
 	}
+}
 
-	// Step 3: how many chests the throws open, k in need..4, by weight.
-	need := tier.SymbolCount()
+// openedCount draws step 3: how many chests the throws open, k in need..4,
+// by weight.
+func (d *scenarioDraw) openedCount(need int) int {
 	total := uint64(0)
 	for k := need; k <= ThrowCount; k++ {
 		total += openedWeights[k]
 	}
-	r := st.Below(total)
+	r := d.st.Below(total)
 	k := need
 	for r >= openedWeights[k] {
 		r -= openedWeights[k]
 		k++
 	}
+	return k
+}
 
-	// Step 4: the k-need other opened symbols, each uniform over the
-	// symbols that cannot add a prize: a cross, or a monkey, sapphire or
-	// skull not opened yet (so not the tier's symbol).
-	var slots [ThrowCount]int8 // symbol code opened by throw i, or -1
+// openedSymbols draws steps 4 and 5: the k-need other opened symbols, each
+// uniform over the symbols that cannot add a prize (a cross, or a monkey,
+// sapphire or skull not opened yet, so not the tier's symbol), then which
+// throw opens which, a Fisher–Yates shuffle of the four slots. A slot
+// holds the symbol code its throw opens, or -1.
+func (d *scenarioDraw) openedSymbols(tier Tier, need, k int) [ThrowCount]int8 {
+	var slots [ThrowCount]int8
 	for i := range need {
 		slots[i] = int8(tier.Symbol())
 	}
-	var count [len(symbolNames)]int // symbols on the board so far
-	count[tier.Symbol()] = need
+	d.count[tier.Symbol()] = need
 	for i := need; i < k; i++ {
 		var allowed [len(symbolNames)]Symbol
 		a := 0
 		for _, sym := range Symbols {
-			if sym == Cross || (sym != Chandelier && count[sym] == 0) {
+			if sym == Cross || (sym != Chandelier && d.count[sym] == 0) {
 				allowed[a] = sym
 				a++
 			}
 		}
-		sym := allowed[st.Below(uint64(a))]
+		sym := allowed[d.st.Below(uint64(a))]
 		slots[i] = int8(sym)
-		count[sym]++
+		d.count[sym]++
 	}
 	for i := k; i < ThrowCount; i++ {
 		slots[i] = -1
 	}
-
-	// Step 5: which throws open which symbol: a Fisher–Yates shuffle of the
-	// four slots.
 	for i := ThrowCount - 1; i > 0; i-- {
-		j := st.Below(uint64(i + 1))
+		j := d.st.Below(uint64(i + 1))
 		slots[i], slots[j] = slots[j], slots[i]
 	}
+	return slots
+}
+
+// open puts the opened chests on their throws' landing cells, and returns
+// how many there are.
+func (d *scenarioDraw) open(s *Scenario, slots [ThrowCount]int8) int {
 	c := 0
 	for i, sym := range slots {
 		if sym >= 0 {
-			s.Chests[c] = Chest{Cell: cellAt(landing[i]), Symbol: Symbol(sym)}
+			s.Chests[c] = Chest{Cell: cellAt(d.landing[i]), Symbol: Symbol(sym)}
 			c++
 		}
 	}
+	return c
+}
 
-	// Step 6: the cells of the 9-k unopened chests, a partial Fisher–Yates
-	// over the 44 cells that are neither the start nor a landing cell, in
-	// row-major order.
+// placeUnopened draws step 6: the cells of the 9-c unopened chests, a
+// partial Fisher–Yates over the 44 cells that are neither the start nor a
+// landing cell, in row-major order.
+func (d *scenarioDraw) placeUnopened(s *Scenario, c int) {
 	var free [mapCells]int8
 	f := 0
 	for i := range mapCells {
-		if visited&(1<<i) == 0 {
+		if d.visited&(1<<i) == 0 {
 			free[f] = int8(i)
 			f++
 		}
 	}
 	for i := 0; c+i < ChestCount; i++ {
-		j := i + int(st.Below(uint64(f-i)))
+		j := i + int(d.st.Below(uint64(f-i)))
 		free[i], free[j] = free[j], free[i]
 		s.Chests[c+i].Cell = cellAt(int(free[i]))
 	}
+}
 
-	// Step 7: the unopened chests' contents, in the order of step 6, by
-	// weight, no game symbol appearing more than 3 times on the board.
+// fillUnopened draws step 7: the unopened chests' contents, in the order
+// of step 6, by weight, no game symbol appearing more than 3 times on the
+// board.
+func (d *scenarioDraw) fillUnopened(s *Scenario, c int) {
 	for i := c; i < ChestCount; i++ {
 		var w [len(symbolNames)]uint64
 		total := uint64(0)
 		for sym, sw := range boardWeights {
-			if sym == int(Cross) || count[sym] < boardSymbolMax {
+			if sym == int(Cross) || d.count[sym] < boardSymbolMax {
 				w[sym] = sw
 				total += sw
 			}
 		}
-		r := st.Below(total)
+		r := d.st.Below(total)
 		sym := 0
 		for r >= w[sym] {
 			r -= w[sym]
 			sym++
 		}
 		s.Chests[i].Symbol = Symbol(sym)
-		count[sym]++
+		d.count[sym]++
 	}
+}
 
-	// Step 8: the chests are listed in row-major order of their cells.
+// sortChests does step 8: the chests are listed in row-major order of
+// their cells.
+func sortChests(s *Scenario) {
 	for i := 1; i < ChestCount; i++ {
 		for j := i; j > 0 && s.Chests[j].Cell.index() < s.Chests[j-1].Cell.index(); j-- {
 			s.Chests[j], s.Chests[j-1] = s.Chests[j-1], s.Chests[j]
 		}
 	}
-	return s
 }
 
 // openedWeights[k] is the weight of opening k chests, among the k a tier

@@ -35,6 +35,18 @@ const (
 	// SelfExclusionMaxMonthsMax bounds the longest self-exclusion term a
 	// jurisdiction may offer (10 years); longer is the permanent one.
 	SelfExclusionMaxMonthsMax = 120
+	// AdjustmentExpiryMaxHours bounds how long an adjustment waits for its
+	// approval (30 days): a proposal older than that is stale evidence.
+	AdjustmentExpiryMaxHours = 720
+	// AdjustmentExpiryBaselineHours is how long an adjustment waits under
+	// settings recorded before adjustments existed.
+	AdjustmentExpiryBaselineHours = 72
+	// RetentionMaxYears bounds the retention of personal data after an
+	// account's closure.
+	RetentionMaxYears = 30
+	// RetentionBaselineYears is the retention under settings recorded
+	// before erasures existed: France's five years.
+	RetentionBaselineYears = 5
 	// LegacyLimitPeriodDays is the period of a LimitChanged recorded before
 	// limits had periods (schema 1): the weekly limit.
 	LegacyLimitPeriodDays = 7
@@ -67,11 +79,22 @@ type Settings struct {
 	// a self-exclusion for a period, from the time it is asked.
 	SelfExclusionMinHours  int `json:"self_exclusion_min_hours"`
 	SelfExclusionMaxMonths int `json:"self_exclusion_max_months"`
+	// AdjustmentExpiryHours is how long a proposed adjustment waits for
+	// its approval; after it, it never moves money. A SettingsAdopted
+	// recorded before adjustments existed has none (0): it reads as
+	// AdjustmentExpiryBaselineHours.
+	AdjustmentExpiryHours int `json:"adjustment_expiry_hours,omitempty"`
+	// RetentionAfterClosureYears is how long a player's personal data is
+	// kept after the account's closure; then it is due for erasure
+	// (docs/privacy.md). A SettingsAdopted recorded before erasures
+	// existed has none (0): it reads as RetentionBaselineYears.
+	RetentionAfterClosureYears int `json:"retention_after_closure_years,omitempty"`
 }
 
 // settingsKeys are the JSON keys of the values a settings file must source.
 var settingsKeys = []string{"limit_periods_days", "limit_raise_delay_hours", "deposit_limit_required",
-	"stake_limit_required", "self_exclusion_min_hours", "self_exclusion_max_months"}
+	"stake_limit_required", "self_exclusion_min_hours", "self_exclusion_max_months", "adjustment_expiry_hours",
+	"retention_after_closure_years"}
 
 // settingsFile is a jurisdiction file: the settings, a name, and the source
 // of every value.
@@ -98,7 +121,8 @@ func DefaultSettings() (*SettingsDocument, error) { return LoadSettings(defaultS
 // with other values is recorded by the writer as a SettingsAdopted.
 func BaselineSettings() Settings {
 	return Settings{Jurisdiction: "FR", Version: "fr-1", LimitPeriodsDays: []int{7}, LimitRaiseDelayHours: 24,
-		DepositLimitRequired: true, StakeLimitRequired: true, SelfExclusionMinHours: 24, SelfExclusionMaxMonths: 12}
+		DepositLimitRequired: true, StakeLimitRequired: true, SelfExclusionMinHours: 24, SelfExclusionMaxMonths: 12,
+		AdjustmentExpiryHours: AdjustmentExpiryBaselineHours, RetentionAfterClosureYears: RetentionBaselineYears}
 }
 
 // LoadSettings reads a jurisdiction file and validates it: every value in
@@ -113,6 +137,12 @@ func LoadSettings(data []byte) (*SettingsDocument, error) {
 	}
 	if err := f.Settings.Validate(); err != nil {
 		return nil, err
+	}
+	if f.AdjustmentExpiryHours == 0 {
+		return nil, fmt.Errorf("%w: adjustment_expiry_hours: want 1 to %d", ErrSettings, AdjustmentExpiryMaxHours)
+	}
+	if f.RetentionAfterClosureYears == 0 {
+		return nil, fmt.Errorf("%w: retention_after_closure_years: want 1 to %d", ErrSettings, RetentionMaxYears)
 	}
 	for _, k := range settingsKeys {
 		if f.Sources[k] == "" {
@@ -144,6 +174,10 @@ func (s Settings) Validate() error {
 		return bad("self_exclusion_min_hours %d: want at least 1", s.SelfExclusionMinHours)
 	case s.SelfExclusionMaxMonths < 1 || s.SelfExclusionMaxMonths > SelfExclusionMaxMonthsMax:
 		return bad("self_exclusion_max_months %d: want 1 to %d", s.SelfExclusionMaxMonths, SelfExclusionMaxMonthsMax)
+	case s.AdjustmentExpiryHours < 0 || s.AdjustmentExpiryHours > AdjustmentExpiryMaxHours:
+		return bad("adjustment_expiry_hours %d: want 1 to %d", s.AdjustmentExpiryHours, AdjustmentExpiryMaxHours)
+	case s.RetentionAfterClosureYears < 0 || s.RetentionAfterClosureYears > RetentionMaxYears:
+		return bad("retention_after_closure_years %d: want 1 to %d", s.RetentionAfterClosureYears, RetentionMaxYears)
 	case time.Duration(s.SelfExclusionMinHours)*time.Hour > 28*24*time.Hour*time.Duration(s.SelfExclusionMaxMonths):
 		return bad("self_exclusion_min_hours %d is longer than self_exclusion_max_months %d", s.SelfExclusionMinHours, s.SelfExclusionMaxMonths)
 	}
@@ -163,7 +197,26 @@ func (s Settings) Equal(o Settings) bool {
 	return s.Jurisdiction == o.Jurisdiction && s.Version == o.Version && slices.Equal(s.LimitPeriodsDays, o.LimitPeriodsDays) &&
 		s.LimitRaiseDelayHours == o.LimitRaiseDelayHours && s.DepositLimitRequired == o.DepositLimitRequired &&
 		s.StakeLimitRequired == o.StakeLimitRequired && s.SelfExclusionMinHours == o.SelfExclusionMinHours &&
-		s.SelfExclusionMaxMonths == o.SelfExclusionMaxMonths
+		s.SelfExclusionMaxMonths == o.SelfExclusionMaxMonths && s.withDefaults().AdjustmentExpiryHours == o.withDefaults().AdjustmentExpiryHours &&
+		s.withDefaults().RetentionAfterClosureYears == o.withDefaults().RetentionAfterClosureYears
+}
+
+// withDefaults gives settings recorded before adjustments (erasures)
+// existed their baseline expiry (retention).
+func (s Settings) withDefaults() Settings {
+	if s.AdjustmentExpiryHours == 0 {
+		s.AdjustmentExpiryHours = AdjustmentExpiryBaselineHours
+	}
+	if s.RetentionAfterClosureYears == 0 {
+		s.RetentionAfterClosureYears = RetentionBaselineYears
+	}
+	return s
+}
+
+// AdjustmentExpiry is how long a proposed adjustment waits for its
+// approval.
+func (s Settings) AdjustmentExpiry() time.Duration {
+	return time.Duration(s.withDefaults().AdjustmentExpiryHours) * time.Hour
 }
 
 // Offers reports whether a limit period (in days) is offered.

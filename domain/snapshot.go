@@ -24,8 +24,14 @@ import (
 // decode allocates nothing per key. Version 4 writes a play's unit as one
 // object, null for a play whose UnitAssigned the ledger does not hold:
 // version 3 wrote such a play as unit 0 of the tier whose code is zero,
-// which a decode could not tell from a real one.
-const LedgerFormatVersion = 4
+// which a decode could not tell from a real one. Version 5 adds the
+// suspensions of sales in force, which decide whether a stake is taken;
+// version 6 each account's closure, which decides whether it moves;
+// version 7 the adjustments pending or recently decided, and the settings'
+// expiry of adjustments; version 8 the keys of token revocations (a fifth
+// kind of key); version 9 the erasure of each account's personal data;
+// version 10 the erasures pending or recently decided.
+const LedgerFormatVersion = 10
 
 // ErrSnapshotFormat is returned by DecodeLedger for an encoding it cannot
 // trust: another format version, another rule set, or bytes that do not
@@ -67,6 +73,25 @@ type ledgerHead struct {
 	IdempotencyWindow time.Duration `json:"idempotency_window_ns"`
 	Now               int64         `json:"now"`
 	Players           []string      `json:"players"`
+	// Suspensions are few (SuspensionsActiveMax): they go in the head.
+	Suspensions       []suspensionJSON `json:"suspensions"`
+	SuspensionsIssued int              `json:"suspensions_issued"`
+	// Adjustments are bounded (AdjustmentsKeptMax) and made by hand: they
+	// go in the head too.
+	Adjustments       []*Adjustment `json:"adjustments"`
+	AdjustmentsIssued int           `json:"adjustments_issued"`
+	// Erasures are bounded (ErasuresKeptMax) and made by hand too.
+	Erasures       []*Erasure `json:"erasures"`
+	ErasuresIssued int        `json:"erasures_issued"`
+}
+
+// suspensionJSON is a suspension of sales in force.
+type suspensionJSON struct {
+	ID     string     `json:"id"`
+	Scope  SalesScope `json:"scope"`
+	Reason string     `json:"reason"`
+	At     int64      `json:"at"`
+	By     *Actor     `json:"by"`
 }
 
 type accountJSON struct {
@@ -77,6 +102,8 @@ type accountJSON struct {
 	ExcludedUntil int64       `json:"excluded_until"`
 	Bans          []Ban       `json:"bans"`
 	BansIssued    int         `json:"bans_issued"`
+	ClosedAt      int64       `json:"closed_at"`
+	ErasedAt      int64       `json:"erased_at,omitempty"`
 	Deposits      rollingJSON `json:"deposits"`
 	Stakes        rollingJSON `json:"stakes"`
 }
@@ -272,7 +299,18 @@ func (e *LedgerEncoder) Encode(l *Ledger) ([]byte, error) {
 	// The head is a JSON object of the first fields: written whole, then
 	// opened again after its last field for the sections.
 	head := ledgerHead{Format: LedgerFormatVersion, RuleSet: e.ruleSetID, Settings: l.Settings,
-		IdempotencyWindow: l.IdempotencyWindow, Now: unixNano(l.Now), Players: l.players}
+		IdempotencyWindow: l.IdempotencyWindow, Now: unixNano(l.Now), Players: l.players, SuspensionsIssued: l.suspensionsIssued,
+		AdjustmentsIssued: l.adjustmentsIssued, ErasuresIssued: l.erasuresIssued}
+	for _, id := range sortedKeys(l.Adjustments) {
+		head.Adjustments = append(head.Adjustments, l.Adjustments[id])
+	}
+	for _, id := range sortedKeys(l.Erasures) {
+		head.Erasures = append(head.Erasures, l.Erasures[id])
+	}
+	for _, id := range sortedKeys(l.Suspensions) {
+		s := l.Suspensions[id]
+		head.Suspensions = append(head.Suspensions, suspensionJSON{ID: s.ID, Scope: s.Scope, Reason: s.Reason, At: unixNano(s.At), By: s.By})
+	}
 	if err := e.json.Encode(head); err != nil {
 		return nil, err
 	}
@@ -380,7 +418,8 @@ func (a *appender) Write(p []byte) (int, error) {
 // encoder's scratch buffer.
 func (e *LedgerEncoder) account(a *Account) accountJSON {
 	out := accountJSON{Player: a.Player, Balance: a.Balance, SelfExcluded: a.SelfExcluded,
-		ExcludedUntil: unixNano(a.ExcludedUntil), BansIssued: a.bansIssued}
+		ExcludedUntil: unixNano(a.ExcludedUntil), BansIssued: a.bansIssued, ClosedAt: unixNano(a.closedAt),
+		ErasedAt: unixNano(a.erasedAt)}
 	e.scratch, out.Deposits = appendRolling(e.scratch, a.deposits)
 	e.scratch, out.Stakes = appendRolling(e.scratch, a.stakes)
 	keys := make([]LimitKey, 0, len(a.Limits))
@@ -439,6 +478,19 @@ func DecodeLedger(rules *RuleSet, b []byte) (*Ledger, error) {
 	l.Settings, l.IdempotencyWindow, l.Now, l.players = s.Settings, s.IdempotencyWindow, fromUnixNano(s.Now), s.Players
 	for i, p := range l.players {
 		l.playerIdx[p] = uint32(i)
+	}
+	l.suspensionsIssued = s.SuspensionsIssued
+	for _, sj := range s.Suspensions {
+		if suspensionNumber(sj.ID) < 1 || suspensionNumber(sj.ID) > s.SuspensionsIssued || sj.Scope.Kind == "" {
+			return nil, fmt.Errorf("%w: suspension %q of %d issued, scope %q", ErrSnapshotFormat, sj.ID, s.SuspensionsIssued, sj.Scope.Kind)
+		}
+		l.Suspensions[sj.ID] = &Suspension{ID: sj.ID, Scope: sj.Scope, Reason: sj.Reason, At: fromUnixNano(sj.At), By: sj.By}
+	}
+	if err := l.decodeAdjustments(s.Adjustments, s.AdjustmentsIssued); err != nil {
+		return nil, err
+	}
+	if err := l.decodeErasures(s.Erasures, s.ErasuresIssued); err != nil {
+		return nil, err
 	}
 	for _, a := range s.Accounts {
 		acct, err := decodeAccount(a)
@@ -512,7 +564,7 @@ func decodeAccount(a accountJSON) (*Account, error) {
 		return nil, err
 	}
 	acct := &Account{Player: a.Player, Balance: a.Balance, Limits: map[LimitKey]*Limit{}, SelfExcluded: a.SelfExcluded,
-		ExcludedUntil: fromUnixNano(a.ExcludedUntil), bansIssued: a.BansIssued, deposits: deposits, stakes: stakes}
+		ExcludedUntil: fromUnixNano(a.ExcludedUntil), bansIssued: a.BansIssued, closedAt: fromUnixNano(a.ClosedAt), erasedAt: fromUnixNano(a.ErasedAt), deposits: deposits, stakes: stakes}
 	for _, lim := range a.Limits {
 		acct.Limits[LimitKey{lim.Kind, lim.Days}] = &Limit{Amount: lim.Amount, Pending: lim.Pending,
 			PendingFrom: fromUnixNano(lim.PendingFrom), pendingPresent: lim.PendingPresent}
@@ -534,4 +586,34 @@ func sortedKeys[K interface{ ~string | ~int64 }, V any](m map[K]V) []K {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// decodeAdjustments restores the adjustments a snapshot keeps, refusing
+// one whose id, terms or state the ledger could not have written.
+func (l *Ledger) decodeAdjustments(xs []*Adjustment, issued int) error {
+	l.adjustmentsIssued = issued
+	for _, x := range xs {
+		n := AdjustmentNumber(x.ID)
+		if n < 1 || n > issued || validAdjustment(x.Direction, x.Kind) != nil || !x.kept() || l.Adjustments[x.ID] != nil {
+			return fmt.Errorf("%w: adjustment %q of %d issued, %s %s, state %q", ErrSnapshotFormat, x.ID, issued, x.Direction, x.Kind, x.State)
+		}
+		l.Adjustments[x.ID] = x
+	}
+	return nil
+}
+
+// decodeErasures restores the erasures a snapshot keeps, refusing one
+// whose id, person or state the ledger could not have written.
+func (l *Ledger) decodeErasures(xs []*Erasure, issued int) error {
+	l.erasuresIssued = issued
+	for _, x := range xs {
+		n := ErasureNumber(x.ID)
+		// A staff subject's erasure names a key; a player's may not.
+		whose := (x.Player != "" && x.KeyID == "") || ValidKeyID(x.KeyID)
+		if n < 1 || n > issued || !whose || !x.kept() || l.Erasures[x.ID] != nil {
+			return fmt.Errorf("%w: erasure %q of %d issued, player %q, key %q, state %q", ErrSnapshotFormat, x.ID, issued, x.Player, x.KeyID, x.State)
+		}
+		l.Erasures[x.ID] = x
+	}
+	return nil
 }

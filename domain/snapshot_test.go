@@ -135,7 +135,9 @@ func sameState(a, b reflect.Value, path string) error {
 // accounts with rolling sums, limits of several periods and a pending
 // raise, bans in force and lifted, self-exclusions for good and for a
 // term, settings adopted, blocks open, sold out and closed, plays in
-// progress and remembered keys.
+// progress, remembered keys, suspensions of sales in force and resumed,
+// a closed account, adjustments pending and approved, and erasures
+// pending and approved.
 func richWorld(t *testing.T) *world {
 	w := runRandomCommands(t, 3, 1500)
 	periods := BaselineSettings()
@@ -146,11 +148,25 @@ func richWorld(t *testing.T) *world {
 		BanPlayer{Player: "p1", Reference: "R1", Reason: "list", By: operator},
 		BanPlayer{Player: "p2", Reference: "R2", Reason: "list", By: operator},
 		LiftBan{Player: "p2", Ban: "B1", Reference: "R3", Reason: "appeal", By: operator},
+		SuspendSales{Scope: "price:2.00", Reason: "screen fault", By: operator},
+		SuspendSales{Scope: "price:0.50", Reason: "screen fault", By: operator},
+		ResumeSales{Suspension: "S2", Reason: "fixed", By: operator},
+		ConfigureAccount{Player: "p8"},
+		CloseAccount{Player: "p8", Reason: "leaves", By: operator},
 		ConfigureAccount{Player: "p3", SelfExcludedUntil: at(w.now.Add(72 * time.Hour))},
 		ConfigureAccount{Player: "p5", DepositLimit: amt("100"), StakeLimit: amt("100")},
 		Deposit{Player: "p5", Amount: 1000, Key: "late"},
 		CreateEmission{Price: 100, Blocks: 2, First: prepared(t, w.l.Rules, 100, 201)},
 		PlaceStake{Player: "p5", Stake: 100, Key: "late-stake"},
+		proposal("p5", Credit, Goodwill, 300),
+		proposal("p5", Debit, Chargeback, 200),
+		ApproveAdjustment{Adjustment: "A2", By: finance},
+		RevokeTokens{Subject: "bob@fdj", Reason: "left the company", Key: "rev-1", By: operator},
+		ConfigureAccount{Player: "p9"},
+		CloseAccount{Player: "p9", Reason: "leaves", By: operator},
+		ErasePersonalData{Player: "p9", KeyID: "0123456789abcdef", LegalGround: "GDPR", By: operator},
+		ErasePersonalData{KeyID: "fedcba9876543210", LegalGround: "left", By: operator},
+		ApproveErasure{Erasure: "ER2", By: finance},
 	)
 	l := w.l
 	for _, id := range l.NextToPrepare() {
@@ -166,7 +182,8 @@ func richWorld(t *testing.T) *world {
 		owners = owners || len(b.owners) > 0
 	}
 	if !pending || !owners || len(l.Plays) == 0 || len(keysOf(l)) == 0 || len(l.Accounts["p1"].Bans) == 0 ||
-		l.Accounts["p3"].ExcludedUntil.IsZero() || len(l.openBlock) == 0 {
+		l.Accounts["p3"].ExcludedUntil.IsZero() || len(l.openBlock) == 0 || len(l.Suspensions) != 1 || l.suspensionsIssued != 2 || l.Accounts["p8"].closedAt.IsZero() ||
+		len(l.Adjustments) != 2 || l.adjustmentsIssued != 2 || len(l.Erasures) != 2 || l.erasuresIssued != 2 {
 		t.Fatalf("the scenario is not rich enough: pending %v owners %v plays %d keys %d", pending, owners, len(l.Plays), len(keysOf(l)))
 	}
 	return w
@@ -298,6 +315,24 @@ func TestADecodedLedgerDecidesAsTheOriginal(t *testing.T) {
 		ConfigureAccount{Player: "p0", Limits: []LimitSetting{{StakeLimit, 1, 50}}},
 		Deposit{Player: "p1", Amount: 100, Key: "banned"},
 		Deposit{Player: "p5", Amount: 1000, Key: "late"},
+		// a stake in the suspended scope, the retry of the suspension, the
+		// resumption of one resumed already and of one in force
+		PlaceStake{Player: "p0", Stake: 200, Key: "suspended"},
+		SuspendSales{Scope: "price:2.00", Reason: "screen fault", By: operator},
+		ResumeSales{Suspension: "S2", Reason: "again", By: operator},
+		ResumeSales{Suspension: "S1", Reason: "fixed", By: operator},
+		// a deposit to the closed account, and its reopening
+		Deposit{Player: "p8", Amount: 100, Key: "closed"},
+		ReopenAccount{Player: "p8", Reason: "by mistake", By: operator},
+		// a self-approval, an approval again, an approval of one pending
+		ApproveAdjustment{Adjustment: "A1", By: operator},
+		ApproveAdjustment{Adjustment: "A2", By: finance},
+		ApproveAdjustment{Adjustment: "A1", By: finance},
+		// the same for erasures, and the proposal of an erased person
+		ApproveErasure{Erasure: "ER1", By: operator},
+		ApproveErasure{Erasure: "ER2", By: operator2},
+		ApproveErasure{Erasure: "ER1", By: finance},
+		ErasePersonalData{KeyID: "fedcba9876543210", LegalGround: "left", By: operator},
 	}
 	for range w.l.Rules.BlockUnits {
 		cmds = append(cmds, Deposit{Player: "p0", Amount: 100, Key: fmt.Sprint("d", len(cmds))},
@@ -338,7 +373,7 @@ func TestLedgerSnapshotsOfAnotherFormatOrRuleSetAreRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	format := func(v string) []byte {
-		return bytes.Replace(b, []byte(`"format":4`), []byte(`"format":`+v), 1)
+		return bytes.Replace(b, []byte(`"format":10`), []byte(`"format":`+v), 1)
 	}
 	for name, c := range map[string]struct {
 		rules  *RuleSet
@@ -346,11 +381,17 @@ func TestLedgerSnapshotsOfAnotherFormatOrRuleSetAreRefused(t *testing.T) {
 		reason string
 	}{
 		"another rule set": {other, b, "rule set"},
-		"format 2":         {w.l.Rules, format("2"), "format version 2, this build reads 4"},
-		"format 3":         {w.l.Rules, format("3"), "format version 3, this build reads 4"},
+		"format 2":         {w.l.Rules, format("2"), "format version 2, this build reads 10"},
+		"format 3":         {w.l.Rules, format("3"), "format version 3, this build reads 10"},
+		"format 4":         {w.l.Rules, format("4"), "format version 4, this build reads 10"},
+		"format 5":         {w.l.Rules, format("5"), "format version 5, this build reads 10"},
+		"format 6":         {w.l.Rules, format("6"), "format version 6, this build reads 10"},
+		"format 7":         {w.l.Rules, format("7"), "format version 7, this build reads 10"},
+		"format 8":         {w.l.Rules, format("8"), "format version 8, this build reads 10"},
+		"format 9":         {w.l.Rules, format("9"), "format version 9, this build reads 10"},
 		"unknown version":  {w.l.Rules, format("99"), "format version 99"},
 		"truncated":        {w.l.Rules, b[:bytes.IndexByte(b, '\n')/2], "unexpected EOF"},
-		"an unknown field": {w.l.Rules, format(`4,"at":[]`), "unknown field"},
+		"an unknown field": {w.l.Rules, format(`10,"at":[]`), "unknown field"},
 		"no keys":          {w.l.Rules, b[:bytes.IndexByte(b, '\n')], "no newline after the ledger"},
 		"keys cut short":   {w.l.Rules, withKeys(t, b, func(k []byte) []byte { return k[:len(k)-1] }), "keys: malformed"},
 		"keys and more":    {w.l.Rules, withKeys(t, b, func(k []byte) []byte { return append(k, 0) }), "1 bytes after the last"},
@@ -490,5 +531,68 @@ func TestALedgerEncoderKeptAcrossSnapshotsWritesWhatEncodeLedgerWrites(t *testin
 	})
 	if allocs > 100 {
 		t.Fatalf("an encoding of %d keys allocates %.0f times, want no allocation per key", keys, allocs)
+	}
+}
+
+// A suspension in a snapshot must name one the ledger issued and a scope:
+// without the check, a suspension of no kind would stop nothing.
+func TestLedgerSnapshotsWithABrokenSuspensionAreRefused(t *testing.T) {
+	w := twoPrices(t)
+	w.given(suspend("price:1.00"))
+	b, err := EncodeLedger(w.l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, c := range map[string]struct{ from, to, reason string }{
+		"an id never issued": {`"id":"S1"`, `"id":"S2"`, `suspension "S2" of 1 issued`},
+		"no scope":           {`"scope":"price:1.00",`, ``, `scope ""`},
+		"a malformed scope":  {`"scope":"price:1.00"`, `"scope":"price"`, `want all, price:P`},
+	} {
+		broken := bytes.Replace(b, []byte(c.from), []byte(c.to), 1)
+		if bytes.Equal(broken, b) {
+			t.Fatalf("%s: %s not in the snapshot", name, c.from)
+		}
+		if _, err := DecodeLedger(w.l.Rules, broken); !errors.Is(err, ErrSnapshotFormat) || !strings.Contains(err.Error(), c.reason) {
+			t.Errorf("%s: %v, want %q", name, err, c.reason)
+		}
+	}
+}
+
+// An adjustment or an erasure in a snapshot must name one the ledger
+// issued, with its terms (an adjustment's direction and kind, an
+// erasure's person), a proposer and a state: without the checks, a
+// pending adjustment could be approved by anyone, or post to no account.
+func TestLedgerSnapshotsWithABrokenProposalAreRefused(t *testing.T) {
+	type breakage struct{ from, to string }
+	for what, c := range map[string]struct {
+		w      *world
+		breaks map[string]breakage
+	}{
+		"adjustment": {proposed(t), map[string]breakage{
+			"an id never issued": {`"id":"A1"`, `"id":"A2"`},
+			"no direction":       {`"direction":"credit"`, `"direction":""`},
+			"another kind":       {`"kind":"goodwill"`, `"kind":"bonus"`},
+		}},
+		"erasure": {closedP1(t).given(erasureOf), map[string]breakage{
+			"an id never issued": {`"id":"ER1"`, `"id":"ER2"`},
+			"nobody's":           {`"player":"p1","key_id":"0123456789abcdef"`, `"key_id":"not-a-key"`},
+		}},
+	} {
+		b, err := EncodeLedger(c.w.l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.breaks["no proposer"] = breakage{`"proposed_by":{"role":"operator","subject":"alice@fdj"}`, `"proposed_by":null`}
+		c.breaks["no state"] = breakage{`"state":"pending"`, `"state":""`}
+		c.breaks["decided by nobody"] = breakage{`"state":"pending"`, `"state":"approved"`}
+		for name, k := range c.breaks {
+			broken := bytes.Replace(b, []byte(k.from), []byte(k.to), 1)
+			if bytes.Equal(broken, b) {
+				t.Fatalf("%s, %s: %s not in the snapshot", what, name, k.from)
+			}
+			if _, err := DecodeLedger(c.w.l.Rules, broken); !errors.Is(err, ErrSnapshotFormat) || !strings.Contains(err.Error(), what) {
+				t.Errorf("%s, %s: %v, want the %s refused", what, name, err, what)
+			}
+		}
 	}
 }

@@ -354,18 +354,12 @@ func TestAnAppendInFlightWhenTheLeaderMovesIsSettledBeforeItsTimeout(t *testing.
 		t.Skip("3-node cluster: skipped in -short")
 	}
 	const timeout = 30 * time.Second
-	c := eventstoretest.StartCluster(t)
 	ctx := eventstoretest.Ctx(t, 5*time.Minute)
-	cfg := eventstore.Config{Stream: "MOVES", SubjectPrefix: "mv", RequestTimeout: timeout, Replicas: 3}
-	admin := eventstoretest.OpenOnCluster(t, c, cfg)
-	info, err := admin.Stream().Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// The committer's server is not the stream's leader, and the leader
 	// never steps down to it: stopping the committer's server costs its
 	// connection, not an election.
-	via := (c.Index(info.Cluster.Leader) + 1) % len(c.Nodes)
+	f := onAFollower(t, eventstore.Config{Stream: "MOVES", SubjectPrefix: "mv", RequestTimeout: timeout, Replicas: 3})
+	c, admin, s, via := f.c, f.admin, f.s, f.via
 	// target is the server the leader steps down to: neither the
 	// committer's nor the leader itself.
 	target := func() string {
@@ -380,18 +374,19 @@ func TestAnAppendInFlightWhenTheLeaderMovesIsSettledBeforeItsTimeout(t *testing.
 		}
 		return ""
 	}
-	var s *eventstore.NATSStore
-	eventstoretest.Eventually(t, 30*time.Second, func() error {
-		s, err = eventstore.Connect(eventstoretest.Ctx(t, 15*time.Second), c.URL(via), cfg)
-		return err
-	})
-	t.Cleanup(func() { s.Close() })
-
 	var cm eventstore.Committer
+	var err error
 	acked := map[string]uint64{}
 	sent, caught := 0, 0
-	appendSome := func(n int) (slowest time.Duration) {
-		for range n {
+	// appendSome appends n requests, one after another, and calls going
+	// once appendsBeforeMove of them are answered (or it stops).
+	const appendsBeforeMove = 20
+	appendSome := func(n int, going func()) (slowest time.Duration) {
+		defer going()
+		for i := range n {
+			if i == appendsBeforeMove {
+				going()
+			}
 			if cm == nil || cm.Err() != nil {
 				eventstoretest.Eventually(t, 30*time.Second, func() error {
 					cm, err = s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
@@ -421,23 +416,25 @@ func TestAnAppendInFlightWhenTheLeaderMovesIsSettledBeforeItsTimeout(t *testing.
 		return slowest
 	}
 	move := func(what string, fn func()) {
-		done := make(chan time.Duration)
-		go func() { done <- appendSome(200) }()
-		time.Sleep(50 * time.Millisecond) // let appends be in flight as it moves
+		done, ready := make(chan time.Duration), make(chan struct{})
+		go func() { done <- appendSome(200, sync.OnceFunc(func() { close(ready) })) }()
+		<-ready // appends are flowing: one is in flight as it moves
 		fn()
 		if slowest := <-done; slowest >= timeout/3 {
 			t.Fatalf("%s: an append took %s, its answer awaited for most of the %s timeout", what, slowest.Round(time.Millisecond), timeout)
 		}
 	}
-	appendSome(20)
+	appendSome(appendsBeforeMove, func() {})
 	for try := 0; caught == 0 && try < 5; try++ {
 		move("the leader stepped down", func() {
 			if err := stepDownTo(admin, target()); err != nil {
 				t.Error(err)
 			}
 		})
-		move("the committer's server stopped", func() { c.Stop(via) })
-		c.Start(t, via)
+		move("the committer's server restarted", func() {
+			c.Stop(via)
+			c.Start(t, via)
+		})
 	}
 	if caught == 0 {
 		t.Fatal("no append was in flight as the leader or the connection moved, in 5 tries")
@@ -455,4 +452,82 @@ func TestAnAppendInFlightWhenTheLeaderMovesIsSettledBeforeItsTimeout(t *testing.
 			t.Errorf("acknowledged event %s at %d is on the stream %d times", id, seq, got[id])
 		}
 	}
+}
+
+// TestAnAppendFindingNoLeaderIsSettledOnceOneIsElected: an append published
+// while the stream has no leader (its quorum lost, or between a leader's
+// step-down and its successor's election) is answered at once that nobody
+// serves the stream's subjects. Its outcome is then read from the leader
+// elected next, as soon as JetStream announces it: a read sent into the
+// election would get no answer, and hold the writer for the whole request
+// timeout. The append fails with its outcome unknown (it was not stored).
+func TestAnAppendFindingNoLeaderIsSettledOnceOneIsElected(t *testing.T) {
+	if testing.Short() {
+		t.Skip("3-node cluster: skipped in -short")
+	}
+	const timeout = time.Minute
+	ctx := eventstoretest.Ctx(t, 5*time.Minute)
+	// The committer's server is a follower, which stays up; the two others
+	// stop, taking the stream's leader and its quorum with them.
+	f := onAFollower(t, eventstore.Config{Stream: "LEADERLESS", SubjectPrefix: "nl", RequestTimeout: timeout, Replicas: 3})
+	c, s, leader := f.c, f.s, f.leader
+	other := 3 - leader - f.via
+	cm, err := s.NewCommitter(ctx, "c1", eventstore.CommitterConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := <-cm.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("test.A", "acct", "a", 0)}}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	c.Stop(leader)
+	c.Stop(other)
+	published := s.Conn().Stats().OutMsgs
+	start := time.Now()
+	answered := make(chan eventstore.AppendResult, 1)
+	go func() {
+		answered <- <-cm.Submit(ctx, eventstore.AppendRequest{Events: []eventstore.Event{eventstoretest.Ev("test.A", "acct", "a", 1)}})
+	}()
+	eventstoretest.Eventually(t, 30*time.Second, func() error {
+		if s.Conn().Stats().OutMsgs == published {
+			return errors.New("the append is not published yet")
+		}
+		return nil
+	})
+	c.Start(t, leader)
+	c.Start(t, other)
+	r := <-answered
+	if took := time.Since(start); !errors.Is(r.Err, eventstore.ErrOutcomeUnknown) || took >= timeout/2 {
+		t.Fatalf("an append published without a leader: %v after %s, want its outcome unknown once a leader is elected, well before the %s timeout",
+			r.Err, took.Round(time.Millisecond), timeout)
+	}
+}
+
+// follower is a three-node cluster holding a stream, with a store on the
+// whole cluster (admin) and one (s) connected only to via, a follower of
+// the stream's leader: a connection that went on to another server as its
+// own stopped would escape the stops of that server.
+type follower struct {
+	c           *eventstoretest.Cluster
+	admin, s    *eventstore.NATSStore
+	leader, via int
+}
+
+// onAFollower starts a cluster with cfg's stream and opens a follower's
+// store on it.
+func onAFollower(t *testing.T, cfg eventstore.Config) follower {
+	t.Helper()
+	f := follower{c: eventstoretest.StartCluster(t)}
+	f.admin = eventstoretest.OpenOnCluster(t, f.c, cfg)
+	info, err := f.admin.Stream().Info(eventstoretest.Ctx(t, time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.leader = f.c.Index(info.Cluster.Leader)
+	f.via = (f.leader + 1) % len(f.c.Nodes)
+	eventstoretest.Eventually(t, 30*time.Second, func() error {
+		f.s, err = eventstore.Connect(eventstoretest.Ctx(t, 15*time.Second), f.c.URL(f.via), cfg, nats.IgnoreDiscoveredServers())
+		return err
+	})
+	t.Cleanup(func() { f.s.Close() })
+	return f
 }

@@ -60,8 +60,22 @@ type CommitterConfig struct {
 	// subject is still being replicated (nats-server 2.12's batch checks),
 	// so NewCommitter refuses depth > 1 on one (ErrInvalid).
 	PipelineDepth int
-	// SealKey signs Seal events; nil disables seals.
+	// SealKey signs Seal events; nil disables seals. Once the chain has
+	// rotated its seal key, the committer signs with whichever of SealKey
+	// and SealKeyNext the last rotation named, and refuses to start
+	// (ErrSealKeyRetired) with neither.
 	SealKey ed25519.PrivateKey
+	// SealKeyNext is the key the chain's seals go to: NewCommitter rotates
+	// to it (RotateSealKey) before it returns, unless the chain rotated to
+	// it already and the operator has not yet made it SealKey. Rotating at
+	// start keeps key handling out of the API: whoever can place a key
+	// file on the writer's host and restart it rotates, nobody else.
+	SealKeyNext ed25519.PrivateKey
+	// Revocations are revocations of retired seal keys NewCommitter
+	// appends (RevokeSealKey) after any rotation, unless the chain holds
+	// them already: a compromise stays on the writer's configuration, and
+	// every start finds it recorded.
+	Revocations []Revocation
 	// SealEvery seals after this many events (default 10 000).
 	SealEvery int
 	// SealInterval seals at least this often while events arrive
@@ -116,7 +130,8 @@ func (c *CommitterConfig) setDefaults() error {
 	}
 	if c.PipelineDepth < 1 || c.PipelineDepth > PipelineDepthMax || c.QueueMax < 1 || c.BatchEventsMax < 2 || c.BatchEventsMax > CommitBatchEventsMax ||
 		c.AggregateCacheMax < 1 ||
-		c.SealEvery < 1 || c.SealInterval <= 0 || c.LingerMax < 0 || c.LingerIdle < 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) {
+		c.SealEvery < 1 || c.SealInterval <= 0 || c.LingerMax < 0 || c.LingerIdle < 0 || (c.SealKey != nil && len(c.SealKey) != ed25519.PrivateKeySize) ||
+		(c.SealKeyNext != nil && (c.SealKey == nil || len(c.SealKeyNext) != ed25519.PrivateKeySize)) {
 		return fmt.Errorf("committer config %+v: %w", *c, ErrInvalid)
 	}
 	return nil
@@ -190,6 +205,19 @@ type Committer interface {
 	Err() error
 	// Close commits what was submitted, stops, and returns Err().
 	Close() error
+	// RotateSealKey hands the chain's seals over to next: once nothing is
+	// in flight, it appends a SealKeyRotated event signed by the current
+	// key and by next, and every later seal is next's. It returns the
+	// event's stream sequence once acknowledged. Errors: ErrInvalid
+	// without seals or for a key the chain used already, and those of
+	// Submit.
+	RotateSealKey(ctx context.Context, next ed25519.PrivateKey) (uint64, error)
+	// RevokeSealKey appends a SealKeyRevoked event signed by the current
+	// key: the retired key's seals from the given position no longer
+	// count. It returns ErrInvalid for a key that is not retired in the
+	// chain, a position after its retirement or a missing reason, and
+	// the errors of Submit.
+	RevokeSealKey(ctx context.Context, r Revocation) (uint64, error)
 	// Abort stops the committer with err without sending anything more (a
 	// batch already sent may still land): every request not yet sent, and
 	// every later one, fails with err, and Close writes no closing seal. A
@@ -214,6 +242,7 @@ type CommitterStats struct {
 // pending is one submitted request on its way through the committer.
 type pending struct {
 	req   AppendRequest
+	key   *keyOp // a seal-key event, built by the loop
 	done  func(AppendResult)
 	recs  int       // index of its first event in the batch
 	at    time.Time // when it was submitted
@@ -285,6 +314,10 @@ type committer struct {
 	replies *nats.Subscription
 	sent    sentState
 
+	// keys is the chain's seal keys as the loop knows them; only the
+	// loop reads or changes them once it runs.
+	keys SealKeyHistory
+
 	stateMu sync.Mutex
 	head    Head  // acknowledged head
 	err     error // first fatal error
@@ -317,8 +350,15 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 		return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
 	}
 	var seal sealMark
+	var keys SealKeyHistory
 	if cfg.SealKey != nil {
 		if seal, err = s.lastSeal(rctx, chain); err != nil {
+			return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
+		}
+		if keys, err = s.SealKeys(rctx, chain); err != nil {
+			return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
+		}
+		if cfg.SealKey, err = keys.pick(&cfg); err != nil {
 			return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
 		}
 	}
@@ -333,6 +373,7 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 		abort:   make(chan error, 1),
 		done:    make(chan struct{}),
 		head:    head,
+		keys:    keys,
 		inbox:   s.nc.NewInbox(),
 		sent:    sentState{ackedEnd: head.Sequence, waiting: map[string]chan *nats.Msg{}},
 	}
@@ -353,7 +394,32 @@ func (s *NATSStore) NewCommitter(ctx context.Context, chain string, cfg Committe
 	go c.send()
 	go c.await()
 	go c.loop(head, seal)
+	if err := c.startKeys(ctx, cfg, keys); err != nil {
+		c.Abort(err)
+		_ = c.Close()
+		return nil, fmt.Errorf("new committer for chain %s: %w", chain, err)
+	}
 	return c, nil
+}
+
+// startKeys appends, before the committer takes a request, the rotation
+// to cfg.SealKeyNext and the revocations of cfg.Revocations that the
+// chain's key events (keys) do not hold yet.
+func (c *committer) startKeys(ctx context.Context, cfg CommitterConfig, keys SealKeyHistory) error {
+	if next := cfg.SealKeyNext; next != nil && !next.Equal(cfg.SealKey) {
+		if _, err := c.RotateSealKey(ctx, next); err != nil {
+			return fmt.Errorf("rotate to its next seal key: %w", err)
+		}
+	}
+	for _, r := range cfg.Revocations {
+		if keys.revoked(r) {
+			continue
+		}
+		if _, err := c.RevokeSealKey(ctx, r); err != nil {
+			return fmt.Errorf("revoke seal key %s: %w", r.KeyID, err)
+		}
+	}
+	return nil
 }
 
 // refuse answers p with err: nothing of it was written (or, for
@@ -379,6 +445,12 @@ func (c *committer) SubmitFunc(ctx context.Context, req AppendRequest, done func
 		refuse(p, err)
 		return
 	}
+	c.enqueue(ctx, p)
+}
+
+// enqueue hands p to the loop, or refuses it on a closed committer or
+// when ctx ends first.
+func (c *committer) enqueue(ctx context.Context, p *pending) {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.closed {
@@ -390,6 +462,32 @@ func (c *committer) SubmitFunc(ctx context.Context, req AppendRequest, done func
 	case <-ctx.Done():
 		refuse(p, fmt.Errorf("submit to chain %s: %w", c.chain, ctx.Err()))
 	}
+}
+
+// RotateSealKey implements Committer.
+func (c *committer) RotateSealKey(ctx context.Context, next ed25519.PrivateKey) (uint64, error) {
+	if len(next) != ed25519.PrivateKeySize {
+		return 0, fmt.Errorf("rotate the seal key of chain %s: a key of %d bytes: %w", c.chain, len(next), ErrInvalid)
+	}
+	return c.keyEvent(ctx, &keyOp{next: next})
+}
+
+// RevokeSealKey implements Committer.
+func (c *committer) RevokeSealKey(ctx context.Context, r Revocation) (uint64, error) {
+	return c.keyEvent(ctx, &keyOp{revoke: r})
+}
+
+// keyEvent has the loop append op's event and waits for its outcome. The
+// loop answers every request it takes, so the wait ends with the
+// committer's.
+func (c *committer) keyEvent(ctx context.Context, op *keyOp) (uint64, error) {
+	result := make(chan AppendResult, 1)
+	c.enqueue(ctx, &pending{key: op, at: time.Now(), done: func(r AppendResult) { result <- r }})
+	r := <-result
+	if r.Err != nil {
+		return 0, r.Err
+	}
+	return r.Sequences[0], nil
 }
 
 // Head implements Committer.
@@ -528,19 +626,34 @@ func (c *committer) outcome(f *flight, behindFailure bool) ([]uint64, error) {
 }
 
 // answer waits for the server's answer to a published batch, until its due
-// time or movedGrace after the way to the stream's leader moved.
+// time or movedGrace after the way to the stream's leader moved. An answer
+// that nobody serves the stream's subjects (its leader stepped down, the
+// next one not yet elected) is returned once the way moves, or at the due
+// time: what became of the batch is then read from the new leader, where a
+// read sent into the election would wait out the whole RequestTimeout.
 func (c *committer) answer(f *flight) (*jetstreamext.BatchAck, error) {
 	t := time.NewTimer(time.Until(f.due))
 	defer t.Stop()
 	moved := f.moved
+	var leaderless error
 	for {
 		select {
 		case m := <-f.reply:
-			return batchReply(m, f.batchID, len(f.b.recs))
+			ack, err := batchReply(m, f.batchID, len(f.b.recs))
+			if !errors.Is(err, nats.ErrNoResponders) || moved == nil {
+				return ack, err
+			}
+			leaderless = err
 		case <-moved:
+			if leaderless != nil {
+				return nil, leaderless
+			}
 			moved = nil
 			t.Reset(min(movedGrace, time.Until(f.due)))
 		case <-t.C:
+			if leaderless != nil {
+				return nil, leaderless
+			}
 			if moved == nil || f.settling {
 				return nil, fmt.Errorf("batch %s: no answer as the stream's leader changed or the connection came back: %w", f.batchID, nats.ErrTimeout)
 			}
@@ -792,6 +905,9 @@ func (c *committer) handedOver(st *loopState) {
 // appends its events to the current batch. It returns false when p does
 // not fit (the batch must go first); a refused request is answered.
 func (c *committer) tryAdd(st *loopState, p *pending) bool {
+	if p.key != nil {
+		return c.tryAddKeyEvent(st, p)
+	}
 	if st.cur != nil && len(st.cur.recs)+len(p.req.Events) > c.cfg.BatchEventsMax {
 		return false
 	}
@@ -799,6 +915,43 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 		refuse(p, err)
 		return true
 	}
+	c.add(st, p)
+	return true
+}
+
+// tryAddKeyEvent starts a batch with p's seal-key event once nothing is
+// built or in flight, so that the event names the head just before it;
+// until then it returns false and the loop reads no new request. Seals
+// after a rotation are signed with the new key from the event on.
+func (c *committer) tryAddKeyEvent(st *loopState, p *pending) bool {
+	if st.cur != nil || st.inFlightN > 0 {
+		return false
+	}
+	if c.cfg.SealKey == nil {
+		refuse(p, fmt.Errorf("seal key event on chain %s without seals: %w", c.chain, ErrInvalid))
+		return true
+	}
+	if err := c.keys.check(p.key, c.cfg.SealKey); err != nil {
+		refuse(p, err)
+		return true
+	}
+	ev, err := p.key.event(c.chain, st.acked, c.cfg.SealKey)
+	if err != nil {
+		refuse(p, err)
+		return true
+	}
+	p.req.Events = []Event{ev}
+	c.add(st, p)
+	if next := p.key.next; next != nil {
+		c.keys.Retired[KeyID(c.cfg.SealKey.Public().(ed25519.PublicKey))] = st.tentative.ChainSeq
+		c.keys.Current = KeyID(next.Public().(ed25519.PublicKey))
+		c.cfg.SealKey = next
+	}
+	return true
+}
+
+// add appends p's events to the current batch.
+func (c *committer) add(st *loopState, p *pending) {
 	if st.cur == nil {
 		st.cur = c.newBatch(st)
 	}
@@ -810,7 +963,6 @@ func (c *committer) tryAdd(st *loopState, p *pending) bool {
 	for i := range p.req.Events {
 		st.inFlight[p.req.Events[i].Aggregate]++
 	}
-	return true
 }
 
 // record links events after the tentative head into the current batch and

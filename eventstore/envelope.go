@@ -70,7 +70,11 @@ func ParseHash(s string) (Hash, error) {
 	if len(s) != 2*len(h) {
 		return h, fmt.Errorf("parse hash %q: want %d hex digits", s, 2*len(h))
 	}
-	if _, err := hex.Decode(h[:], []byte(s)); err != nil {
+	// Decoded from a copy on the stack: a reader of a whole export parses
+	// two hashes a line, and a conversion of s would allocate each time.
+	var digits [2 * len(h)]byte
+	copy(digits[:], s)
+	if _, err := hex.Decode(h[:], digits[:]); err != nil {
 		return h, fmt.Errorf("parse hash %q: %w", s, err)
 	}
 	return h, nil
@@ -284,8 +288,8 @@ func (s subjects) split(subject string) (string, Aggregate, bool) {
 // exactly as hashed. The committer encodes every event it appends, so the
 // message is built with few allocations: the header's value slices share
 // one array, the map has room for the batch's headers that publishBatch
-// adds, and the values computed here (schema, chain position, time,
-// hashes, marker) are cut from one string.
+// adds, and the subject and the values computed here (schema, chain
+// position, time, hashes, marker) are cut from one string.
 func (s subjects) encodeMsg(ev *RecordedEvent) *nats.Msg {
 	m := new(nats.Msg)
 	s.encodeMsgInto(m, make([]string, 0, envelopeHeaders), ev)
@@ -297,8 +301,11 @@ func (s subjects) encodeMsg(ev *RecordedEvent) *nats.Msg {
 // acknowledged batch), and the header values are appended to vals, which
 // it returns (a batch's values share one array).
 func (s subjects) encodeMsgInto(m *nats.Msg, vals []string, ev *RecordedEvent) []string {
-	var buf [256]byte
-	b := strconv.AppendUint(buf[:0], uint64(ev.SchemaVersion), 10)
+	var buf [encodedMsgBytes]byte
+	b := append(append(append(buf[:0], s.prefix...), '.'), ev.Chain...)
+	b = append(append(append(append(b, '.'), ev.Aggregate.Kind...), '.'), ev.Aggregate.ID...)
+	subjectEnd := len(b)
+	b = strconv.AppendUint(b, uint64(ev.SchemaVersion), 10)
 	schemaEnd := len(b)
 	b = strconv.AppendUint(b, ev.ChainSeq, 10)
 	seqEnd := len(b)
@@ -324,7 +331,7 @@ func (s subjects) encodeMsgInto(m *nats.Msg, vals []string, ev *RecordedEvent) [
 	}
 	set(HeaderID, ev.ID)
 	set(HeaderType, ev.Type)
-	set(HeaderSchema, v[:schemaEnd])
+	set(HeaderSchema, v[subjectEnd:schemaEnd])
 	set(HeaderChainSeq, v[schemaEnd:seqEnd])
 	set(HeaderRecordedAt, v[seqEnd:atEnd])
 	set(HeaderPrevHash, v[atEnd:prevEnd])
@@ -338,9 +345,13 @@ func (s subjects) encodeMsgInto(m *nats.Msg, vals []string, ev *RecordedEvent) [
 	if ev.AppendRemaining > 0 {
 		set(HeaderAppendRemaining, v[hashEnd:])
 	}
-	*m = nats.Msg{Subject: s.event(ev.Chain, ev.Aggregate), Header: h, Data: ev.Payload}
+	*m = nats.Msg{Subject: v[:subjectEnd], Header: h, Data: ev.Payload}
 	return vals
 }
+
+// encodedMsgBytes holds, on the stack, what encodeMsgInto computes for an
+// event whose names are of common length: its subject and header values.
+const encodedMsgBytes = 512
 
 // envelopeHeaders is the most headers of the envelope on one event.
 // msgHeaderSlots sizes the header map for them and the batch's id and

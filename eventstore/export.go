@@ -56,7 +56,22 @@ func (x *ExportWriter) SetSubjectPrefix(prefix string) { x.prefix = prefix }
 // would exceed ExportLineMax (readers refuse it) — only a message forged
 // outside Tresor can be either — or the write error.
 func (x *ExportWriter) Write(r RecordedEvent) error {
-	b := append(x.line[:0], `{"sequence":`...)
+	b, err := x.appendLine(x.line[:0], r)
+	x.line = b
+	if err != nil {
+		return err
+	}
+	if _, err := x.w.Write(b); err != nil {
+		return fmt.Errorf("export sequence %d: %w", r.Sequence, err)
+	}
+	return nil
+}
+
+// appendLine appends r's line to b, with its line break; its errors are
+// Write's but the write's.
+func (x *ExportWriter) appendLine(b []byte, r RecordedEvent) ([]byte, error) {
+	start := len(b)
+	b = append(b, `{"sequence":`...)
 	b = strconv.AppendUint(b, r.Sequence, 10)
 	var err error
 	key := func(k string) { b = append(append(append(b, ',', '"'), k...), '"', ':') }
@@ -89,7 +104,7 @@ func (x *ExportWriter) Write(r RecordedEvent) error {
 		num("append_remaining", uint64(r.AppendRemaining))
 	}
 	if err != nil {
-		return fmt.Errorf("export sequence %d: %w", r.Sequence, err)
+		return b, fmt.Errorf("export sequence %d: %w", r.Sequence, err)
 	}
 	if verbatim(r.Payload) {
 		b = append(append(b, `,"payload":`...), r.Payload...)
@@ -99,14 +114,10 @@ func (x *ExportWriter) Write(r RecordedEvent) error {
 		b = append(b, '"')
 	}
 	b = append(b, '}', '\n')
-	x.line = b
-	if len(b) > ExportLineMax+1 {
-		return fmt.Errorf("export sequence %d: a line of %d bytes exceeds %d: %w", r.Sequence, len(b)-1, ExportLineMax, ErrInvalid)
+	if n := len(b) - start; n > ExportLineMax+1 {
+		return b, fmt.Errorf("export sequence %d: a line of %d bytes exceeds %d: %w", r.Sequence, n-1, ExportLineMax, ErrInvalid)
 	}
-	if _, err := x.w.Write(b); err != nil {
-		return fmt.Errorf("export sequence %d: %w", r.Sequence, err)
-	}
-	return nil
+	return b, nil
 }
 
 // Flush writes any buffered lines to the underlying writer.
@@ -193,6 +204,12 @@ func parseExportLine(line []byte) (RecordedEvent, error) {
 			return RecordedEvent{}, fmt.Errorf("not a JSON object: %v: %w", err, ErrInvalid)
 		}
 	}
+	return l.event()
+}
+
+// event is the RecordedEvent of a line read, once every field is checked
+// to have its documented form (but not the hash).
+func (l *exportLine) event() (RecordedEvent, error) {
 	bad := func(field, want, found string) (RecordedEvent, error) {
 		return RecordedEvent{}, fmt.Errorf("%s: want %s, found %q: %w", field, want, found, ErrInvalid)
 	}
@@ -206,7 +223,7 @@ func parseExportLine(line []byte) (RecordedEvent, error) {
 		return bad("sequence", "an integer >= 1", "0")
 	case l.ChainSeq == 0:
 		return bad("chain_seq", "an integer >= 1", "0")
-	case !strings.HasSuffix(l.Subject, "."+l.Chain+"."+ev.Aggregate.String()):
+	case !hasSubjectTail(l.Subject, l.Chain, ev.Aggregate):
 		return bad("subject", "<prefix>."+l.Chain+"."+ev.Aggregate.String(), l.Subject)
 	}
 	if ev.RecordedAt, err = time.Parse(time.RFC3339Nano, l.RecordedAt); err != nil {
@@ -242,6 +259,20 @@ func parseExportLine(line []byte) (RecordedEvent, error) {
 	return ev, nil
 }
 
+// hasSubjectTail reports whether subject ends with
+// ".<chain>.<kind>.<id>", as strings.HasSuffix would with the tail built,
+// without building it: every line of an export is checked.
+func hasSubjectTail(subject, chain string, agg Aggregate) bool {
+	for _, token := range [...]string{agg.ID, agg.Kind, chain} {
+		rest, ok := strings.CutSuffix(subject, token)
+		if !ok || !strings.HasSuffix(rest, ".") {
+			return false
+		}
+		subject = rest[:len(rest)-1]
+	}
+	return true
+}
+
 // scanWrittenLine reads a line laid out exactly as ExportWriter writes it
 // (the members in order, no spaces, strings of printable ASCII without
 // escapes, a verbatim payload): the common case, several times faster than
@@ -249,7 +280,13 @@ func parseExportLine(line []byte) (RecordedEvent, error) {
 // gives false and goes through encoding/json, which reads every valid
 // layout and names what is wrong with an invalid one.
 func scanWrittenLine(line []byte) (exportLine, bool) {
-	s := lineScanner{b: line, ok: true}
+	return lineScanner{b: line, ok: true}.scan(true)
+}
+
+// scan reads the line of s laid out as ExportWriter writes it
+// (scanWrittenLine); checkJSON says whether the payload must also be
+// valid JSON to be taken verbatim.
+func (s lineScanner) scan(checkJSON bool) (exportLine, bool) {
 	var l exportLine
 	s.lit(`{"sequence":`)
 	l.Sequence = s.uint(64)
@@ -273,18 +310,35 @@ func scanWrittenLine(line []byte) (exportLine, bool) {
 	}
 	s.lit(`,"payload":`)
 	n := len(s.b) - 1
-	if !s.ok || n < 0 || s.b[n] != '}' || !verbatim(s.b[:n]) {
+	if !s.ok || n < 0 || s.b[n] != '}' || !verbatimLayout(s.b[:n]) || (checkJSON && !json.Valid(s.b[:n])) {
 		return l, false
 	}
-	l.Payload = bytes.Clone(s.b[:n])
+	if s.shared {
+		l.Payload = s.b[:n:n]
+	} else {
+		l.Payload = bytes.Clone(s.b[:n])
+	}
 	return l, true
 }
 
 // lineScanner consumes a line from the front; ok turns false, for good, at
-// the first thing that is not laid out as expected.
+// the first thing that is not laid out as expected. A shared line stays
+// unchanged for as long as its event is used, and text holds its bytes
+// too: its strings are cut from text and its payload from b, where a line
+// that is not shared has them copied.
 type lineScanner struct {
-	b  []byte
-	ok bool
+	b      []byte
+	text   string
+	shared bool
+	ok     bool
+}
+
+// skip consumes n bytes.
+func (s *lineScanner) skip(n int) {
+	s.b = s.b[n:]
+	if s.shared {
+		s.text = s.text[n:]
+	}
 }
 
 // lit consumes the literal bytes l.
@@ -298,7 +352,7 @@ func (s *lineScanner) lit(l string) {
 // says whether it did: an optional member.
 func (s *lineScanner) maybe(l string) bool {
 	if s.ok && len(s.b) >= len(l) && string(s.b[:len(l)]) == l {
-		s.b = s.b[len(l):]
+		s.skip(len(l))
 		return true
 	}
 	return false
@@ -320,7 +374,7 @@ func (s *lineScanner) uint(bits int) uint64 {
 		s.ok = false
 	}
 	if s.ok {
-		s.b = s.b[i:]
+		s.skip(i)
 	}
 	return v
 }
@@ -336,8 +390,13 @@ func (s *lineScanner) str(key string) string {
 	for i := 1; i < len(s.b); i++ {
 		switch c := s.b[i]; {
 		case c == '"':
-			v := string(s.b[1:i])
-			s.b = s.b[i+1:]
+			var v string
+			if s.shared {
+				v = s.text[1:i]
+			} else {
+				v = string(s.b[1:i])
+			}
+			s.skip(i + 1)
 			return v
 		case c == '\\' || c < 0x20 || c > 0x7e:
 			s.ok = false
@@ -353,9 +412,12 @@ func (s *lineScanner) str(key string) string {
 // or by slicing the line: valid UTF-8 JSON without line breaks (which would
 // split the line) and without leading or trailing whitespace (which parsers
 // drop). Every payload Tresor writes qualifies; a forged one may not.
-func verbatim(p []byte) bool {
+func verbatim(p []byte) bool { return verbatimLayout(p) && json.Valid(p) }
+
+// verbatimLayout is verbatim but the JSON check, the costly part.
+func verbatimLayout(p []byte) bool {
 	return len(p) > 0 && !isJSONSpace(p[0]) && !isJSONSpace(p[len(p)-1]) &&
-		!bytes.ContainsAny(p, "\r\n") && utf8.Valid(p) && json.Valid(p)
+		bytes.IndexByte(p, '\n') < 0 && bytes.IndexByte(p, '\r') < 0 && utf8.Valid(p)
 }
 
 func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }

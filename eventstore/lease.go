@@ -224,6 +224,13 @@ func (l *Lease) Renew(ctx context.Context) error {
 	sent := time.Now()
 	value, _ := json.Marshal(LeaseInfo{Holder: l.cfg.Holder, Term: term})
 	next, err := l.kv.Update(ctx, l.chain, value, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		// A renewal that timed out may have been written all the same: the
+		// key then holds this handle's own value under a newer revision.
+		if own, ok := l.ownRevision(ctx, term); ok {
+			next, err = l.kv.Update(ctx, l.chain, value, own)
+		}
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -261,7 +268,7 @@ func (l *Lease) Term() uint64 {
 // a lease not held does nothing.
 func (l *Lease) Release(ctx context.Context) error {
 	l.mu.Lock()
-	rev := l.rev
+	rev, term := l.rev, l.term
 	l.rev, l.term = 0, 0
 	l.mu.Unlock()
 	if rev == 0 {
@@ -270,10 +277,26 @@ func (l *Lease) Release(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
 	defer cancel()
 	err := l.kv.Delete(ctx, l.chain, jetstream.LastRevision(rev))
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if own, ok := l.ownRevision(ctx, term); ok {
+			err = l.kv.Delete(ctx, l.chain, jetstream.LastRevision(own))
+		}
+	}
 	if err != nil && !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 		return fmt.Errorf("release lease of chain %s: %w", l.chain, err)
 	}
 	return nil
+}
+
+// ownRevision reads the lease and returns its revision when it still holds
+// this handle's holder and term: no other node writes that pair, and the
+// bucket keeps one revision per key, so nobody has held the lease since.
+func (l *Lease) ownRevision(ctx context.Context, term uint64) (uint64, bool) {
+	r, err := l.Read(ctx)
+	if err != nil || r.Revision == 0 {
+		return 0, false
+	}
+	return r.Revision, r.LeaseInfo == LeaseInfo{Holder: l.cfg.Holder, Term: term}
 }
 
 // Info returns the lease as stored: its holder and term, or a zero

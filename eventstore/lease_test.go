@@ -2,6 +2,7 @@ package eventstore_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // openLeases opens one lease handle per holder on a fresh embedded server.
@@ -156,6 +158,76 @@ func TestLeaseTakeOverIsConditionalOnTheRevisionRead(t *testing.T) {
 	}
 	if info, err := a.Info(ctx); err != nil || info != (eventstore.LeaseInfo{Holder: "b", Term: term}) {
 		t.Fatalf("lease after the takeover: %+v, %v; want b at term %d", info, err, term)
+	}
+}
+
+// TestARenewalWhoseAnswerWasLostKeepsTheLease: a renewal written by the
+// server but answered too late (here, written behind the handle's back with
+// the value it sends) leaves the key a revision ahead of the handle; the
+// next renewal and the release still find the lease their own.
+func TestARenewalWhoseAnswerWasLostKeepsTheLease(t *testing.T) {
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
+	nc, err := srv.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	ctx := eventstoretest.Ctx(t, 20*time.Second)
+	a, err := eventstore.OpenLease(ctx, nc, "s0", eventstore.LeaseConfig{Holder: "a", TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	term, err := a.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(ctx, eventstore.LeaseBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	landed := func() uint64 {
+		value, _ := json.Marshal(eventstore.LeaseInfo{Holder: "a", Term: term})
+		rev, err := kv.Update(ctx, "s0", value, a.Revision())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rev
+	}
+	ahead := landed()
+	if err := a.Renew(ctx); err != nil {
+		t.Fatalf("renewal after one whose answer was lost: %v", err)
+	}
+	if !a.Valid() || a.Term() != term || a.Revision() <= ahead {
+		t.Fatalf("after the renewal: valid %v term %d revision %d; want true, %d, past %d", a.Valid(), a.Term(), a.Revision(), term, ahead)
+	}
+	landed()
+	if err := a.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := a.Info(ctx); err != nil || info.Holder != "" {
+		t.Fatalf("after the release: %+v, %v; want nobody", info, err)
+	}
+	// Another holder's value is never taken for this handle's own.
+	b, err := eventstore.OpenLease(ctx, nc, "s0", eventstore.LeaseConfig{Holder: "b", TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if term, err = a.Acquire(ctx); err != nil {
+		t.Fatal(err)
+	}
+	value, _ := json.Marshal(eventstore.LeaseInfo{Holder: "b", Term: term})
+	if _, err := kv.Update(ctx, "s0", value, a.Revision()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Renew(ctx); !errors.Is(err, eventstore.ErrLeaseLost) {
+		t.Fatalf("renewal over another holder's value: got %v, want ErrLeaseLost", err)
+	}
+	if info, err := b.Info(ctx); err != nil || info.Holder != "b" {
+		t.Fatalf("lease after the refused renewal: %+v, %v; want b", info, err)
 	}
 }
 

@@ -266,3 +266,41 @@ func (s *NATSStore) follow(ctx context.Context, spec readSpec, fn func(RecordedE
 	w := &wholeAppends{fn: fn}
 	return s.followUnstalled(ctx, spec, w.add)
 }
+
+// AggregateLast returns the stream sequence of the last event of one
+// aggregate, 0 when it has none. Like every single-message read it goes to
+// the stream's leader, so it sees every acknowledged append.
+func (s *NATSStore) AggregateLast(ctx context.Context, chain string, agg Aggregate) (uint64, error) {
+	if err := ValidateChain(chain); err != nil {
+		return 0, err
+	}
+	m, err := s.lastMsg(ctx, s.subj.event(chain, agg))
+	if err != nil || m == nil {
+		return 0, err
+	}
+	return m.Sequence, nil
+}
+
+// ReadAggregate calls fn, in order, for the events of one aggregate whose
+// stream sequences are from to to, both included; to must be one of the
+// aggregate's (AggregateLast). A few events of an aggregate spread over a
+// long stream are read without reading the rest.
+func (s *NATSStore) ReadAggregate(ctx context.Context, chain string, agg Aggregate, from, to uint64, fn func(RecordedEvent) error) error {
+	if err := ValidateChain(chain); err != nil {
+		return err
+	}
+	if from > to {
+		return nil
+	}
+	subject := s.subj.event(chain, agg)
+	err := s.consume(ctx, readSpec{filter: subject, from: from, bounded: true}, func(ev RecordedEvent) (bool, error) {
+		if ev.Sequence > to {
+			return true, nil
+		}
+		return ev.Sequence >= to, fn(ev)
+	})
+	if err != nil {
+		return fmt.Errorf("read aggregate %s from %d to %d: %w", subject, from, to, err)
+	}
+	return nil
+}

@@ -42,14 +42,42 @@ type ReaderAccess struct {
 	// InboxPrefix is the only prefix the reader may subscribe under: its
 	// clients' reply subjects (default "_INBOX_reader").
 	InboxPrefix string
+	// SnapshotBucket is the Object Store bucket of the snapshots beside
+	// the stream (default SnapshotBucketDefault), which the reader may
+	// read too: a snapshot summarises the stream it already reads (it
+	// never holds a seed), and a backup carries the newest ones so that
+	// a restored ledger starts from them.
+	SnapshotBucket string
+	// dataKeys adds the bucket of wrapped data keys (DataKeysBucket)
+	// and the bounded logs (SignificantStream, AccessLogStream), read
+	// only: the embedded server's keeper (keeper), never a regulator's
+	// user (RegulatorConf), which has no business with personal data keys
+	// and reads the logs through the API.
+	dataKeys bool
 }
+
+// keeper is a's access for the embedded server's keeper: the reader's,
+// and the data keys bucket, read only, so that tresor backup beside a
+// running serve carries the data keys. The keeper's password is
+// advertised in the data directory like the reader's (mode 0600): whoever
+// reads it can read the bucket's files, and the master key, anyway.
+func (a ReaderAccess) keeper() ReaderAccess {
+	a.dataKeys = true
+	return a
+}
+
+// SnapshotBucketDefault is the default ReaderAccess.SnapshotBucket, the
+// snapshot package's default bucket.
+const SnapshotBucketDefault = "TRESOR_SNAPSHOTS"
 
 // readerUser is the read-only user of the embedded server; writerUser is
 // the embedded server's own in-process user.
 const (
 	readerUser        = "reader"
+	keeperUser        = "keeper"
 	writerUser        = "tresor"
 	readerAccountName = "TRESOR_READER"
+	keeperAccountName = "TRESOR_KEEPER"
 )
 
 // readerImport is one subject of the stream's account that the reader's
@@ -77,13 +105,17 @@ func (a ReaderAccess) withDefaults() ReaderAccess {
 	if a.InboxPrefix == "" {
 		a.InboxPrefix = "_INBOX_reader"
 	}
+	if a.SnapshotBucket == "" {
+		a.SnapshotBucket = SnapshotBucketDefault
+	}
 	return a
 }
 
 // imports lists the JetStream API subjects the reader's account imports.
 func (a ReaderAccess) imports() []readerImport {
 	a = a.withDefaults()
-	return []readerImport{
+	snapshots := "OBJ_" + a.SnapshotBucket // the Object Store's name for its stream
+	imports := []readerImport{
 		{subject: "$JS.API.INFO"},
 		// The stream's configuration and last sequence: opening checks
 		// that the stream cannot lose events; an export stops at the end.
@@ -94,17 +126,36 @@ func (a ReaderAccess) imports() []readerImport {
 		{subject: "$JS.API.CONSUMER.CREATE." + a.Stream + ".>", publish: true},
 		// The pull requests, each answered with up to a batch of messages.
 		{subject: "$JS.API.CONSUMER.MSG.NEXT." + a.Stream + ".>", streamed: true, publish: true},
+		// The snapshot bucket's stream, read the same way, and the last
+		// description of an object, got directly by its subject.
+		{subject: "$JS.API.STREAM.INFO." + snapshots, publish: true},
+		{subject: "$JS.API.DIRECT.GET." + snapshots + ".>", publish: true},
+		{subject: "$JS.API.CONSUMER.CREATE." + snapshots + ".>", publish: true},
+		{subject: "$JS.API.CONSUMER.MSG.NEXT." + snapshots + ".>", streamed: true, publish: true},
 	}
+	if a.dataKeys {
+		// The data keys bucket, and the bounded logs, which a backup
+		// carries too (their entries hold sealed staff subjects and
+		// requesters' addresses: the operator's, not a regulator's user's).
+		for _, s := range []string{"KV_" + DataKeysBucket, SignificantStream, AccessLogStream} {
+			imports = append(imports,
+				readerImport{subject: "$JS.API.STREAM.INFO." + s, publish: true},
+				readerImport{subject: "$JS.API.CONSUMER.CREATE." + s + ".>", publish: true},
+				readerImport{subject: "$JS.API.CONSUMER.MSG.NEXT." + s + ".>", streamed: true, publish: true})
+		}
+	}
+	return imports
 }
 
 // denied restates what matters most, for nats-server's deny list, which
-// wins over any allow added later: no publishing into the stream, no
-// creating, changing, deleting or purging a stream, no deleting a message
-// or a consumer.
+// wins over any allow added later: no publishing into the stream or the
+// snapshot bucket, no creating, changing, deleting or purging a stream, no
+// deleting a message or a consumer.
 func (a ReaderAccess) denied() []string {
 	a = a.withDefaults()
-	return []string{
+	denied := []string{
 		a.SubjectPrefix + ".>",
+		"$O." + a.SnapshotBucket + ".>",
 		"$JS.API.STREAM.CREATE.>",
 		"$JS.API.STREAM.UPDATE.>",
 		"$JS.API.STREAM.DELETE.>",
@@ -112,6 +163,10 @@ func (a ReaderAccess) denied() []string {
 		"$JS.API.STREAM.MSG.DELETE.>",
 		"$JS.API.CONSUMER.DELETE.>",
 	}
+	if a.dataKeys {
+		denied = append(denied, "$KV."+DataKeysBucket+".>", SignificantSubjectPrefix+".>", AccessLogSubjectPrefix+".>")
+	}
+	return denied
 }
 
 // permissions are the reader user's permissions.
@@ -130,23 +185,35 @@ func (a ReaderAccess) permissions() *server.Permissions {
 }
 
 // accounts builds the stream's account (the global one, where the
-// embedded server has always kept the stream) exporting the reader's
-// subjects to the reader's account, which imports them.
-func (a ReaderAccess) accounts() ([]*server.Account, error) {
-	stream, reader := server.NewAccount(server.DEFAULT_GLOBAL_ACCOUNT), server.NewAccount(readerAccountName)
+// embedded server has always kept the stream) exporting to the reader's
+// account and the keeper's the subjects each imports.
+func (a ReaderAccess) accounts() (stream, reader, keeper *server.Account, err error) {
+	stream = server.NewAccount(server.DEFAULT_GLOBAL_ACCOUNT)
+	reader, keeper = server.NewAccount(readerAccountName), server.NewAccount(keeperAccountName)
+	readers := map[string]bool{}
 	for _, im := range a.imports() {
+		readers[im.subject] = true
+	}
+	// The keeper imports what the reader does and the data keys bucket.
+	for _, im := range a.keeper().imports() {
 		resp := server.Singleton
 		if im.streamed {
 			resp = server.Streamed
 		}
-		if err := stream.AddServiceExportWithResponse(im.subject, resp, []*server.Account{reader}); err != nil {
-			return nil, fmt.Errorf("export %s to the reader: %w", im.subject, err)
+		to := []*server.Account{keeper}
+		if readers[im.subject] {
+			to = append(to, reader)
 		}
-		if err := reader.AddServiceImport(stream, im.subject, ""); err != nil {
-			return nil, fmt.Errorf("import %s for the reader: %w", im.subject, err)
+		if err := stream.AddServiceExportWithResponse(im.subject, resp, to); err != nil {
+			return nil, nil, nil, fmt.Errorf("export %s to the readers: %w", im.subject, err)
+		}
+		for _, acc := range to {
+			if err := acc.AddServiceImport(stream, im.subject, ""); err != nil {
+				return nil, nil, nil, fmt.Errorf("import %s for %s: %w", im.subject, acc.Name, err)
+			}
 		}
 	}
-	return []*server.Account{stream, reader}, nil
+	return stream, reader, keeper, nil
 }
 
 // RegulatorConf is ReaderAccess as a nats-server configuration block: an
@@ -216,6 +283,10 @@ type readerAdvert struct {
 	User        string `json:"user"`
 	Password    string `json:"password"`
 	InboxPrefix string `json:"inbox_prefix"`
+	// KeeperUser and KeeperPassword are the keeper's (ReaderAccess's
+	// keeper), absent from an older holder's advertisement.
+	KeeperUser     string `json:"keeper_user,omitempty"`
+	KeeperPassword string `json:"keeper_password,omitempty"`
 	// Instance is the holder's (Holder.Instance): an advertisement counts
 	// only while the lock file names the same holding.
 	Instance string `json:"instance"`
@@ -290,15 +361,16 @@ const (
 // lock is free again, or about to be.
 var errHolderGone = errors.New("the holder of the data directory has exited")
 
-// dialReader connects, as the read-only user, to the server of the
-// process holding dir, through the listener it advertises there. The
+// dialReader connects, as the read-only user (the keeper when keeper is
+// set and the holder advertises one), to the server of the process
+// holding dir, through the listener it advertises there. The
 // caller has just failed to take the lock, so the directory is held; the
 // advertisement is used only when it names the holding the lock file
 // describes, never on its presence alone: one left behind by a holder
 // killed with SIGKILL is ignored. It waits up to advertWaitMax for a
 // holder still starting, and returns errHolderGone when the holder has
 // exited (the caller then takes the lock).
-func dialReader(ctx context.Context, dir string, opts ...nats.Option) (*nats.Conn, error) {
+func dialReader(ctx context.Context, dir string, keeper bool, opts ...nats.Option) (*nats.Conn, error) {
 	deadline := time.Now().Add(advertWaitMax)
 	for {
 		h, err := readHolder(dir)
@@ -310,7 +382,11 @@ func dialReader(ctx context.Context, dir string, opts ...nats.Option) (*nats.Con
 		}
 		ad, err := readAdvert(dir)
 		if err == nil && h.Instance != "" && ad.Instance == h.Instance {
-			opts = append(opts, nats.Name("tresor-reader"), nats.UserInfo(ad.User, ad.Password), nats.CustomInboxPrefix(ad.InboxPrefix))
+			user, password := ad.User, ad.Password
+			if keeper && ad.KeeperUser != "" {
+				user, password = ad.KeeperUser, ad.KeeperPassword
+			}
+			opts = append(opts, nats.Name("tresor-reader"), nats.UserInfo(user, password), nats.CustomInboxPrefix(ad.InboxPrefix))
 			nc, err := nats.Connect(ad.URL, opts...)
 			if err != nil {
 				// The holder may have exited since: its listener is
@@ -356,7 +432,7 @@ func RunOrJoin(ctx context.Context, cfg EmbeddedConfig, opts ...nats.Option) (*E
 			return nil, nil, err
 		}
 		var nc *nats.Conn
-		nc, err = dialReader(ctx, cfg.DataDir, opts...)
+		nc, err = dialReader(ctx, cfg.DataDir, cfg.Keeper, opts...)
 		if err == nil {
 			return nil, nc, nil
 		}

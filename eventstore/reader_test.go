@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -111,6 +113,53 @@ func TestAdvertisedReaderCannotWrite(t *testing.T) {
 	eventstoretest.RequireCopiesConfined(t, join(t, dir), owner, "TRESOR", "_INBOX_reader")
 	if last, err := store.LastSequence(eventstoretest.Ctx(t, 10*time.Second)); err != nil || last != 3 {
 		t.Fatalf("the stream changed: last sequence %d, %v", last, err)
+	}
+}
+
+// TestKeeperReadsTheDataKeys has the keeper the holder advertises read
+// the data keys bucket of the stream (what tresor backup carries): the
+// newest value of each entry, none of an erased one; a write into the
+// bucket is refused. The reader may not read it (RequireWritesRefused).
+func TestKeeperReadsTheDataKeys(t *testing.T) {
+	dir := t.TempDir()
+	_, store := runWithReaders(t, dir, 1)
+	ctx := eventstoretest.Ctx(t, 30*time.Second)
+	keys, err := store.OpenDataKeys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{keys.Create(ctx, "k.01", []byte("first")), keys.Put(ctx, "k.01", []byte("rewrapped")),
+		keys.Create(ctx, "p.p1", []byte(`{"key_id":"01"}`)), keys.Create(ctx, "k.02", []byte("erased")), keys.Erase(ctx, "k.02")} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	violations := make(chan string, 4)
+	srv, nc, err := eventstore.RunOrJoin(ctx, eventstore.EmbeddedConfig{DataDir: dir, Keeper: true},
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) { violations <- err.Error() }))
+	if err != nil || srv != nil {
+		t.Fatalf("join as the keeper: server %v, %v", srv, err)
+	}
+	defer nc.Close()
+	keeper, err := eventstore.Open(ctx, nc, eventstore.Config{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := keeper.ReadDataKeys(ctx)
+	want := []eventstore.DataKeyEntry{{Name: "k.01", Value: []byte("rewrapped")}, {Name: "p.p1", Value: []byte(`{"key_id":"01"}`)}}
+	if err != nil || fmt.Sprint(entries) != fmt.Sprint(want) {
+		t.Fatalf("the keeper reads %q, %v; want %q", entries, err, want)
+	}
+	if err := nc.Publish("$KV."+eventstore.DataKeysBucket+".TRESOR.k.03", []byte("forged")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case v := <-violations:
+		if !strings.Contains(v, "Permissions Violation for Publish") {
+			t.Fatalf("a write into the bucket as the keeper: %s", v)
+		}
+	case <-ctx.Done():
+		t.Fatal("a write into the bucket as the keeper was not refused")
 	}
 }
 

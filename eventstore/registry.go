@@ -30,6 +30,8 @@ func NewRegistry() *Registry {
 	r := &Registry{types: map[string]typeInfo{}}
 	r.types[SealType] = typeInfo{current: SealSchemaVersion}
 	r.types[VoidType] = typeInfo{current: VoidSchemaVersion}
+	r.types[SealKeyRotatedType] = typeInfo{current: SealKeyRotatedSchemaVersion}
+	r.types[SealKeyRevokedType] = typeInfo{current: SealKeyRevokedSchemaVersion}
 	return r
 }
 

@@ -2,10 +2,12 @@ package eventstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"strconv"
+	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -109,38 +111,158 @@ func (s *NATSStore) markRestore(ctx context.Context, on bool) error {
 // *ConflictError when the stream does not end where they follow,
 // ErrReadOnly, or the server's error.
 func (s *NATSStore) Reappend(ctx context.Context, events []RecordedEvent) error {
+	wait, err := s.ReappendAsync(events)
+	if err != nil {
+		return err
+	}
+	return wait(ctx)
+}
+
+// ReappendAsync is Reappend that returns once the batch is sent: wait
+// returns its outcome, Reappend's errors. Batches sent one after the
+// other from one goroutine reach the server in that order, each fenced on
+// where the one before ends, so that several can be in flight: when one
+// fails, every one sent after it fails its fence, and none lands out of
+// order. Each wait is to be called, in order: a batch not awaited keeps
+// its reply's subscription until the connection closes. events may be
+// reused once ReappendAsync returns.
+func (s *NATSStore) ReappendAsync(events []RecordedEvent) (wait func(context.Context) error, err error) {
+	return s.reappendAsync(events, true)
+}
+
+// ReappendRestoringAsync is ReappendAsync for a stream that BeginRestore
+// marked, which no reader takes for the ledger until FinishRestore: the
+// events go as plain messages rather than one atomic batch, which the
+// server would stage and then store again, so that it stores each once.
+// The batch's last message alone carries a fence (the stream must hold
+// exactly the sequences before it) and asks for an answer: an event
+// refused or lost on the way makes that fence fail, and every later one,
+// so that none lands out of order, but the events before it in the batch
+// may have landed. A failed restore abandons the stream (AbandonRestore),
+// so that only a whole restore is ever read. It returns ErrInvalid on a
+// store not opened with Config.Restore, and ReappendAsync's errors.
+func (s *NATSStore) ReappendRestoringAsync(events []RecordedEvent) (wait func(context.Context) error, err error) {
+	if !s.cfg.Restore {
+		return nil, fmt.Errorf("reappend to stream %s without a batch: not opened to restore: %w", s.cfg.Stream, ErrInvalid)
+	}
+	return s.reappendAsync(events, false)
+}
+
+// reappendAsync sends events as one atomic batch, or as plain messages.
+func (s *NATSStore) reappendAsync(events []RecordedEvent, atomic bool) (wait func(context.Context) error, err error) {
 	if s.cfg.ReadOnly {
-		return fmt.Errorf("reappend to stream %s: %w", s.cfg.Stream, ErrReadOnly)
+		return nil, fmt.Errorf("reappend to stream %s: %w", s.cfg.Stream, ErrReadOnly)
 	}
 	n := len(events)
 	if n == 0 || n > CommitBatchEventsMax {
-		return fmt.Errorf("reappend %d events, want 1..%d: %w", n, CommitBatchEventsMax, ErrInvalid)
+		return nil, fmt.Errorf("reappend %d events, want 1..%d: %w", n, CommitBatchEventsMax, ErrInvalid)
 	}
-	first, last := events[0].Sequence, events[n-1].Sequence
-	msgs := make([]*nats.Msg, n)
+	first, last, chain := events[0].Sequence, events[n-1].Sequence, events[0].Chain
 	for i := range events {
 		if events[i].Sequence != first+uint64(i) || first == 0 {
-			return fmt.Errorf("reappend: event %d of the batch at sequence %d, want %d: %w", i, events[i].Sequence, first+uint64(i), ErrInvalid)
+			return nil, fmt.Errorf("reappend: event %d of the batch at sequence %d, want %d: %w", i, events[i].Sequence, first+uint64(i), ErrInvalid)
 		}
-		msgs[i] = s.subj.encodeMsg(&events[i])
 	}
 	if events[n-1].AppendRemaining != 0 {
-		return fmt.Errorf("reappend: the batch ends at sequence %d inside an append (%d more announced): %w", last, events[n-1].AppendRemaining, ErrInvalid)
+		return nil, fmt.Errorf("reappend: the batch ends at sequence %d inside an append (%d more announced): %w", last, events[n-1].AppendRemaining, ErrInvalid)
 	}
-	msgs[0].Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(first-1, 10))
-	rctx, cancel := s.reqCtx(ctx)
-	defer cancel()
-	ack, err := jetstreamext.PublishMsgBatch(rctx, s.js, msgs, jetstreamext.BatchFlowControl{AckFirst: false})
-	var apiErr *jetstream.APIError
-	switch {
-	case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastSequence:
-		return &ConflictError{Chain: events[0].Chain, Subject: s.subj.all(), Expected: first - 1}
-	case err != nil:
-		return fmt.Errorf("reappend sequences %d to %d to stream %s: %w", first, last, s.cfg.Stream, err)
-	case ack.Sequence != last || ack.BatchSize != uint64(n):
-		return fmt.Errorf("reappend sequences %d to %d: acknowledged %d messages ending at %d: %w", first, last, ack.BatchSize, ack.Sequence, ErrIntegrity)
+	s.reappending.Lock()
+	defer s.reappending.Unlock()
+	msgs := s.reappending.encode(s.subj, events)
+	sub, err := s.nc.SubscribeSync(s.nc.NewRespInbox())
+	if err != nil {
+		return nil, fmt.Errorf("reappend sequences %d to %d: %w", first, last, err)
+	}
+	var batchID string
+	if atomic {
+		msgs[0].Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(first-1, 10))
+		batchID, err = s.sendBatch(msgs, sub.Subject)
+	} else {
+		msgs[n-1].Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(last-1, 10))
+		msgs[n-1].Reply = sub.Subject
+		err = s.sendPlain(msgs)
+	}
+	if err != nil {
+		sub.Unsubscribe()
+		return nil, fmt.Errorf("reappend sequences %d to %d to stream %s: %w", first, last, s.cfg.Stream, err)
+	}
+	return func(ctx context.Context) error {
+		defer sub.Unsubscribe()
+		rctx, cancel := s.reqCtx(ctx)
+		defer cancel()
+		m, err := sub.NextMsgWithContext(rctx)
+		seq, count := uint64(0), uint64(n)
+		if err == nil && atomic {
+			var ack *jetstreamext.BatchAck
+			if ack, err = batchReply(m, batchID, n); err == nil {
+				seq, count = ack.Sequence, ack.BatchSize
+			}
+		} else if err == nil {
+			seq, err = pubAckReply(m)
+		}
+		var apiErr *jetstream.APIError
+		switch {
+		case errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeWrongLastSequence:
+			return &ConflictError{Chain: chain, Subject: s.subj.all(), Expected: first - 1}
+		case err != nil:
+			return fmt.Errorf("reappend sequences %d to %d to stream %s: %w", first, last, s.cfg.Stream, err)
+		case seq != last || count != uint64(n):
+			return fmt.Errorf("reappend sequences %d to %d: acknowledged %d messages ending at %d: %w", first, last, count, seq, ErrIntegrity)
+		}
+		return nil
+	}, nil
+}
+
+// reappendMsgs are the messages of the batch being reappended, reused by
+// the next batch: a publish copies a message out before it returns, so a
+// batch's messages are free once it is sent, and a restore then allocates
+// no message, header map or header values for each of its millions of
+// events. The mutex keeps one batch at a time in them.
+type reappendMsgs struct {
+	sync.Mutex
+	msgs []*nats.Msg
+	vals []string
+}
+
+// encode encodes events into the messages, cleared of the last batch's.
+func (r *reappendMsgs) encode(subj subjects, events []RecordedEvent) []*nats.Msg {
+	for len(r.msgs) < len(events) {
+		r.msgs = append(r.msgs, new(nats.Msg))
+	}
+	r.vals = r.vals[:0]
+	for i := range events {
+		r.vals = subj.encodeMsgInto(r.msgs[i], r.vals, &events[i])
+	}
+	return r.msgs[:len(events)]
+}
+
+// sendPlain publishes msgs one after the other, each a message of its own.
+func (s *NATSStore) sendPlain(msgs []*nats.Msg) error {
+	for i, m := range msgs {
+		if err := s.nc.PublishMsg(m); err != nil {
+			return fmt.Errorf("publish message %d of %d: %w", i+1, len(msgs), err)
+		}
 	}
 	return nil
+}
+
+// pubAckReply reads the server's answer to a plain publish: the sequence
+// it stored the message at, or its error.
+func pubAckReply(m *nats.Msg) (uint64, error) {
+	if m.Header.Get("Status") == "503" {
+		return 0, nats.ErrNoResponders
+	}
+	var r struct {
+		Error *jetstream.APIError `json:"error"`
+		jetstream.PubAck
+	}
+	if err := json.Unmarshal(m.Data, &r); err != nil {
+		return 0, fmt.Errorf("publish acknowledgement %q: %w", m.Data, err)
+	}
+	if r.Error != nil {
+		return 0, r.Error
+	}
+	return r.Sequence, nil
 }
 
 // AbandonRestore deletes the stream of a restore that failed, which

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // The store's own Seal event. Its type is registered in every Registry.
@@ -44,14 +45,27 @@ type Seal struct {
 
 // SignedBytes is what the Ed25519 signature covers (docs/events.md).
 func (s *Seal) SignedBytes() ([]byte, error) {
-	h, err := ParseHash(s.Hash)
+	return signedHead(sealTag, s.Chain, s.Sequence, s.ChainSeq, s.Hash)
+}
+
+// TaggedBytes is the canonical encoding of the sealed head after tag:
+// SignedBytes with another tag is what a witness signs of the same head
+// (docs/vault.md), so that neither signature can pass for the other.
+func (s *Seal) TaggedBytes(tag string) ([]byte, error) {
+	return signedHead(tag, s.Chain, s.Sequence, s.ChainSeq, s.Hash)
+}
+
+// signedHead opens the signed bytes of a statement about a chain's head:
+// the statement's tag, the chain and the head's position and hash.
+func signedHead(tag, chain string, seq, chainSeq uint64, hash string) ([]byte, error) {
+	h, err := ParseHash(hash)
 	if err != nil {
 		return nil, err
 	}
-	b := appendStringField(nil, sealTag)
-	b = appendStringField(b, s.Chain)
-	b = appendUintField(b, s.Sequence)
-	b = appendUintField(b, s.ChainSeq)
+	b := appendStringField(nil, tag)
+	b = appendStringField(b, chain)
+	b = appendUintField(b, seq)
+	b = appendUintField(b, chainSeq)
 	return appendField(b, h[:]), nil
 }
 
@@ -122,6 +136,9 @@ type chainState struct {
 	recent [recentMax]Head // recent[chainSeq % recentMax]
 	// anchor, when set, is the sealed head the chain must start at.
 	anchor *Head
+	// keys are the chain's seal keys once it rotated or sealed; nil
+	// means the verifier's first key alone.
+	keys *keyring
 }
 
 // VerifyStats counts what a Verifier checked.
@@ -230,7 +247,9 @@ func (v *Verifier) check(ev *RecordedEvent, computed Hash) (*chainState, error) 
 		return nil, hashErr
 	case cs == nil:
 		cs = &chainState{}
-		v.chains[ev.Chain] = cs
+		// A copy of the name: an event's strings may share a reader's
+		// buffer (ReadExportHashed), which the verifier must not keep.
+		v.chains[strings.Clone(ev.Chain)] = cs
 		if hashErr != nil {
 			return cs, hashErr
 		}
@@ -264,8 +283,11 @@ func (v *Verifier) check(ev *RecordedEvent, computed Hash) (*chainState, error) 
 			return cs, bad("stream sequence", fmt.Sprintf("> %d", cs.head.Sequence), ev.Sequence)
 		}
 	}
+	if ev.Aggregate.Kind == SealKeyKind {
+		return cs, v.checkKeyEvent(cs, ev)
+	}
 	if ev.Type == SealType && ev.Aggregate.Kind == SealKind {
-		s, err := ParseSeal(ev, v.pub)
+		s, err := v.checkSealKey(cs, ev)
 		if err != nil {
 			return cs, err
 		}

@@ -41,6 +41,11 @@ type EmbeddedConfig struct {
 	// in-process only, with a password that never leaves the process. Not
 	// with ListenAddr or Cluster.
 	Readers *ReaderAccess
+	// Keeper makes RunOrJoin join another process's server as its keeper,
+	// which reads the data keys bucket too (tresor backup), rather than
+	// as its reader; a holder that advertises no keeper (an older build)
+	// is joined as its reader.
+	Keeper bool
 	// SyncInterval is how often JetStream fsyncs. Zero (the default) means
 	// sync_interval: always, every write is on disk before it is
 	// acknowledged. A positive value acknowledges writes that are only in
@@ -174,10 +179,10 @@ func (e *EmbeddedServer) start(cfg EmbeddedConfig) error {
 		}
 		opts.Host, opts.Port = host, port
 	}
-	var readerPassword string
+	var readerPassword, keeperPassword string
 	if cfg.Readers != nil {
 		var err error
-		if readerPassword, err = e.configureReaders(opts, *cfg.Readers); err != nil {
+		if readerPassword, keeperPassword, err = e.configureReaders(opts, *cfg.Readers); err != nil {
 			return fmt.Errorf("run embedded nats-server: %w", err)
 		}
 	}
@@ -224,7 +229,8 @@ func (e *EmbeddedServer) start(cfg EmbeddedConfig) error {
 		return fmt.Errorf("run embedded nats-server on %s: enable JetStream: %w", cfg.DataDir, err)
 	}
 	access := cfg.Readers.withDefaults()
-	ad := readerAdvert{URL: srv.ClientURL(), User: readerUser, Password: readerPassword, InboxPrefix: access.InboxPrefix, Instance: e.lock.holder.Instance}
+	ad := readerAdvert{URL: srv.ClientURL(), User: readerUser, Password: readerPassword, InboxPrefix: access.InboxPrefix,
+		KeeperUser: keeperUser, KeeperPassword: keeperPassword, Instance: e.lock.holder.Instance}
 	if err := advertise(cfg.DataDir, ad); err != nil {
 		e.stop()
 		return err
@@ -234,30 +240,34 @@ func (e *EmbeddedServer) start(cfg EmbeddedConfig) error {
 }
 
 // configureReaders sets up authentication: the writer (Conn) in the
-// stream's account, in-process only; the reader in its own account with
-// access; and the listener on 127.0.0.1. It returns the reader's password.
-func (e *EmbeddedServer) configureReaders(opts *server.Options, access ReaderAccess) (string, error) {
-	accounts, err := access.accounts()
+// stream's account, in-process only; the reader and the keeper each in an
+// account of its own with their access; and the listener on 127.0.0.1.
+// It returns the reader's password and the keeper's.
+func (e *EmbeddedServer) configureReaders(opts *server.Options, access ReaderAccess) (reader, keeper string, err error) {
+	stream, readers, keepers, err := access.accounts()
 	if err != nil {
-		return "", err
+		return "", "", err
 	}
 	if e.writerPassword, err = randomPassword(); err != nil {
-		return "", err
+		return "", "", err
 	}
-	readerPassword, err := randomPassword()
-	if err != nil {
-		return "", err
+	if reader, err = randomPassword(); err != nil {
+		return "", "", err
+	}
+	if keeper, err = randomPassword(); err != nil {
+		return "", "", err
 	}
 	opts.Host, opts.Port = "127.0.0.1", server.RANDOM_PORT
-	opts.Accounts = accounts
+	opts.Accounts = []*server.Account{stream, readers, keepers}
 	opts.Users = []*server.User{
 		// No account: the global one, the stream's. IN_PROCESS (jwt's
 		// ConnectionTypeInProcess) refuses this user over TCP, so the
 		// listener serves readers only, whatever leaks.
 		{Username: writerUser, Password: e.writerPassword, AllowedConnectionTypes: map[string]struct{}{"IN_PROCESS": {}}},
-		{Username: readerUser, Password: readerPassword, Account: accounts[1], Permissions: access.permissions()},
+		{Username: readerUser, Password: reader, Account: readers, Permissions: access.permissions()},
+		{Username: keeperUser, Password: keeper, Account: keepers, Permissions: access.keeper().permissions()},
 	}
-	return readerPassword, nil
+	return reader, keeper, nil
 }
 
 // Conn opens a client connection to the server with full rights:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -43,14 +44,46 @@ type SignificantConfig struct {
 	// Logger logs the tries at opening the stream while the server cannot
 	// answer yet (nil: none).
 	Logger *slog.Logger
+	// Description describes the stream (default: the significant-event
+	// log's).
+	Description string
+	// KindTokens is how many subject tokens a kind is (default 1): the
+	// access log's are two, what an entry is about and which one
+	// ("player.p-42").
+	KindTokens int
+}
+
+// The bounded logs' streams and subject prefixes: the significant-event
+// log's defaults, and the access log's (a SignificantConfig too).
+const (
+	SignificantStream        = "TRESOR_SIGNIFICANT"
+	SignificantSubjectPrefix = "tresor-significant"
+	AccessLogStream          = "TRESOR_ACCESS"
+	AccessLogSubjectPrefix   = "tresor-access"
+)
+
+// LogTimeHeader carries, on an entry a restore put back, the time it was
+// first stored: JetStream stamps a message with the time it stores it,
+// which a republish cannot set, and a log's reader prefers this header's.
+const LogTimeHeader = "Tresor-Log-Time"
+
+// entryTime is a stored entry's time: its LogTimeHeader's when it has a
+// valid one, else when the server stored it.
+func entryTime(h nats.Header, stored time.Time) time.Time {
+	if v := h.Get(LogTimeHeader); v != "" {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			return t.UTC()
+		}
+	}
+	return stored.UTC()
 }
 
 func (c *SignificantConfig) setDefaults() error {
 	if c.Stream == "" {
-		c.Stream = "TRESOR_SIGNIFICANT"
+		c.Stream = SignificantStream
 	}
 	if c.SubjectPrefix == "" {
-		c.SubjectPrefix = "tresor-significant"
+		c.SubjectPrefix = SignificantSubjectPrefix
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
@@ -67,19 +100,26 @@ func (c *SignificantConfig) setDefaults() error {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = 10 * time.Second
 	}
+	if c.Description == "" {
+		c.Description = "Tresor significant events: failed authentications and refused role checks (bounded; not the event log)"
+	}
+	if c.KindTokens == 0 {
+		c.KindTokens = 1
+	}
 	switch {
 	case !validName(c.Stream, NameLenMax, false) || c.Stream == "TRESOR":
 		return fmt.Errorf("significant-event stream %q: %w", c.Stream, ErrInvalid)
 	case !validName(c.SubjectPrefix, NameLenMax, false) || c.SubjectPrefix == defaultSubjectPrefix:
 		return fmt.Errorf("significant-event subject prefix %q: %w", c.SubjectPrefix, ErrInvalid)
-	case c.Replicas < 1 || c.Replicas > 5 || c.MaxAge < 0 || c.MaxBytes < 0 || c.MaxPerKind < 0 || c.RequestTimeout < 0:
+	case c.Replicas < 1 || c.Replicas > 5 || c.MaxAge < 0 || c.MaxBytes < 0 || c.MaxPerKind < 0 || c.RequestTimeout < 0 || c.KindTokens < 1 || c.KindTokens > 2:
 		return fmt.Errorf("significant-event log limits: %w", ErrInvalid)
 	}
 	return nil
 }
 
 // LogEntry is one entry of the significant-event log: its stream
-// sequence, when the server stored it, its kind and its bytes.
+// sequence, when it was stored (entryTime: the first time, for an entry a
+// restore put back), its kind and its bytes.
 type LogEntry struct {
 	Seq  uint64
 	At   time.Time
@@ -110,7 +150,7 @@ func OpenSignificantLog(ctx context.Context, nc *nats.Conn, cfg SignificantConfi
 	st, err := OpenPatiently(ctx, cfg.Logger, "significant-event log "+cfg.Stream, func(ctx context.Context) (jetstream.Stream, error) {
 		return js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
 			Name:              cfg.Stream,
-			Description:       "Tresor significant events: failed authentications and refused role checks (bounded; not the event log)",
+			Description:       cfg.Description,
 			Subjects:          []string{cfg.SubjectPrefix + ".>"},
 			Storage:           jetstream.FileStorage,
 			Replicas:          cfg.Replicas,
@@ -144,11 +184,26 @@ func heldBytes(ctx context.Context, js jetstream.JetStream, name string, maxByte
 	return max(maxBytes, held)
 }
 
-// Append stores one entry of a kind (a subject token: 1–64 of
-// [A-Za-z0-9_-]) and returns its sequence once stored.
+// validKind reports whether kind is KindTokens subject tokens, each 1–64
+// of [A-Za-z0-9_-].
+func (l *SignificantLog) validKind(kind string) bool {
+	tokens := strings.Split(kind, ".")
+	if len(tokens) != l.cfg.KindTokens {
+		return false
+	}
+	for _, t := range tokens {
+		if !validName(t, NameLenMax, false) {
+			return false
+		}
+	}
+	return true
+}
+
+// Append stores one entry of a kind (KindTokens subject tokens) and
+// returns its sequence once stored.
 func (l *SignificantLog) Append(ctx context.Context, kind string, data []byte) (uint64, error) {
-	if !validName(kind, NameLenMax, false) {
-		return 0, fmt.Errorf("significant-event kind %q: %w", kind, ErrInvalid)
+	if !l.validKind(kind) {
+		return 0, fmt.Errorf("%s: kind %q: %w", l.cfg.Stream, kind, ErrInvalid)
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
 	defer cancel()
@@ -163,19 +218,26 @@ func (l *SignificantLog) Append(ctx context.Context, kind string, data []byte) (
 // after since (zero: any), oldest first, up to the last entry stored when
 // it is called.
 func (l *SignificantLog) Read(ctx context.Context, after uint64, since time.Time, limit int) ([]LogEntry, error) {
-	ictx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
-	info, err := l.stream.Info(ictx)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", l.cfg.Stream, err)
+	return l.ReadKinds(ctx, nil, after, since, limit)
+}
+
+// ReadKinds is Read of the entries of some kinds only (nil: every kind).
+// A kind may end in the wildcard "*" for its last token.
+func (l *SignificantLog) ReadKinds(ctx context.Context, kinds []string, after uint64, since time.Time, limit int) ([]LogEntry, error) {
+	filters := []string{l.cfg.SubjectPrefix + ".>"}
+	if len(kinds) > 0 {
+		filters = filters[:0]
+		for _, k := range kinds {
+			filters = append(filters, l.cfg.SubjectPrefix+"."+k)
+		}
 	}
-	last := info.State.LastSeq
-	if limit < 1 || after >= last || info.State.Msgs == 0 {
-		return nil, nil
+	last, lastAt, err := l.lastOf(ctx, filters)
+	if err != nil || limit < 1 || after >= last || lastAt.Before(since) {
+		return nil, err
 	}
-	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: max(after+1, info.State.FirstSeq)}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartSequencePolicy, OptStartSeq: after + 1, FilterSubjects: filters}
 	if !since.IsZero() && after == 0 {
-		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since}
+		cfg = jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverByStartTimePolicy, OptStartTime: &since, FilterSubjects: filters}
 	}
 	cctx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
 	defer cancel()
@@ -204,13 +266,35 @@ func (l *SignificantLog) Read(ctx context.Context, after uint64, since time.Time
 			return nil, fmt.Errorf("read %s: %w", l.cfg.Stream, err)
 		}
 		kind := m.Subject()[len(l.cfg.SubjectPrefix)+1:]
-		if md.Timestamp.Before(since) {
-			continue
+		// A restored entry was stored later than its time: the consumer's
+		// start by time hands on a superset, filtered here.
+		if at := entryTime(m.Headers(), md.Timestamp); !at.Before(since) {
+			out = append(out, LogEntry{Seq: md.Sequence.Stream, At: at, Kind: kind, Data: m.Data()})
 		}
-		out = append(out, LogEntry{Seq: md.Sequence.Stream, At: md.Timestamp.UTC(), Kind: kind, Data: m.Data()})
 		if md.Sequence.Stream >= last {
 			break
 		}
 	}
 	return out, nil
+}
+
+// lastOf returns the sequence and time of the last entry on any of
+// filters, 0 when there is none: where a read of them ends, so that it
+// never waits for an entry that is not coming.
+func (l *SignificantLog) lastOf(ctx context.Context, filters []string) (uint64, time.Time, error) {
+	var last uint64
+	var at time.Time
+	for _, f := range filters {
+		ctx, cancel := context.WithTimeout(ctx, l.cfg.RequestTimeout)
+		m, err := l.stream.GetLastMsgForSubject(ctx, f)
+		cancel()
+		switch {
+		case errors.Is(err, jetstream.ErrMsgNotFound):
+		case err != nil:
+			return 0, time.Time{}, fmt.Errorf("read %s: last entry on %s: %w", l.cfg.Stream, f, err)
+		case m.Sequence > last:
+			last, at = m.Sequence, m.Time
+		}
+	}
+	return last, at, nil
 }

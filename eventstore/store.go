@@ -180,8 +180,9 @@ type Config struct {
 	// cannot answer yet (nil: none).
 	Logger *slog.Logger
 	// Restore opens the stream for tresor restore: a stream it creates is
-	// marked as being restored from the start (RestoreMetadataKey), and a
-	// marked stream is opened; every other store refuses a marked stream
+	// marked as being restored from the start (RestoreMetadataKey), with
+	// the server's shortest duplicate window when it has one replica
+	// (restoreDuplicateWindow), and a marked stream is opened; every other store refuses a marked stream
 	// with ErrRestoreIncomplete.
 	Restore bool
 }
@@ -236,6 +237,8 @@ type NATSStore struct {
 	subj     subjects
 	ownsConn bool
 	moves    *leaderMoves
+	// reappending holds the messages of Reappend's batches.
+	reappending reappendMsgs
 }
 
 var _ Store = (*NATSStore)(nil)
@@ -322,10 +325,14 @@ func (s *NATSStore) ensureStreamOnce(ctx context.Context) (jetstream.Stream, err
 		return nil, fmt.Errorf("look up stream %s: not found, and a read-only store creates nothing: %w", want.Name, err)
 	}
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		create := want
 		if s.cfg.Restore {
-			want.Metadata = map[string]string{RestoreMetadataKey: restoreMarkValue}
+			create.Metadata = map[string]string{RestoreMetadataKey: restoreMarkValue}
+			if s.cfg.Replicas <= 1 {
+				create.Duplicates = restoreDuplicateWindow
+			}
 		}
-		st, err = s.js.CreateStream(ctx, want)
+		st, err = s.js.CreateStream(ctx, create)
 		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
 			st, err = s.js.Stream(ctx, want.Name)
 		}
@@ -339,6 +346,11 @@ func (s *NATSStore) ensureStreamOnce(ctx context.Context) (jetstream.Stream, err
 	if restoring(st.CachedInfo().Config) && !s.cfg.Restore {
 		return nil, restoreIncomplete(want.Name)
 	}
+	if have := st.CachedInfo().Config; !s.cfg.ReadOnly && !s.cfg.Restore && have.Duplicates != want.Duplicates {
+		if st, err = s.setDuplicateWindow(ctx, have, want.Duplicates); err != nil {
+			return nil, err
+		}
+	}
 	if err := waitForLeader(ctx, st); err != nil {
 		return nil, fmt.Errorf("stream %s: %w", want.Name, err)
 	}
@@ -346,6 +358,36 @@ func (s *NATSStore) ensureStreamOnce(ctx context.Context) (jetstream.Stream, err
 		if err := s.waitForResponder(ctx); err != nil {
 			return nil, fmt.Errorf("stream %s: %w", want.Name, err)
 		}
+	}
+	return st, nil
+}
+
+// restoreDuplicateWindow is the duplicate window of a stream a restore
+// creates: the server's shortest. A restore sends no message id, and the
+// server, whenever it opens a stream, reads every message stored within
+// the window to rebuild its ids: with the writer's window, the first
+// start after a restore would read nearly the whole stream restored
+// (every message was stored in the minutes before), where it reads none
+// with this one. The writer's store sets its own window back as it
+// opens the stream (setDuplicateWindow). Only a one-replica stream gets
+// it: a cluster's servers do not restart when serve starts, so the short
+// window would gain nothing there, and changing a replicated stream's
+// window under its first writer is one more moving part.
+const restoreDuplicateWindow = 100 * time.Millisecond
+
+// setDuplicateWindow gives the stream, configured as have, the writer's
+// duplicate window: a restored stream has the restore's
+// (restoreDuplicateWindow), and a replayed batch is recognised only
+// within the writer's. The window changes nothing else of the stream.
+func (s *NATSStore) setDuplicateWindow(ctx context.Context, have jetstream.StreamConfig, window time.Duration) (jetstream.Stream, error) {
+	was := have.Duplicates
+	have.Duplicates = window
+	st, err := s.js.UpdateStream(ctx, have)
+	if err != nil {
+		return nil, fmt.Errorf("set the duplicate window of stream %s to %s (it is %s): %w", have.Name, window, was, err)
+	}
+	if s.cfg.Logger != nil {
+		s.cfg.Logger.Info("stream duplicate window set", "stream", have.Name, "window", window, "was", was)
 	}
 	return st, nil
 }
@@ -657,6 +699,12 @@ var batchPositions = func() []string {
 // so the server sees the batches in that order.
 func (s *NATSStore) publishBatch(chain string, fence uint64, recs []RecordedEvent, msgs []*nats.Msg, reply string) (batchID string, err error) {
 	s.fence(chain, fence, recs, msgs)
+	return s.sendBatch(msgs, reply)
+}
+
+// sendBatch sends msgs, fenced by the caller, as one atomic batch without
+// waiting: the server answers the commit on reply (batchReply).
+func (s *NATSStore) sendBatch(msgs []*nats.Msg, reply string) (batchID string, err error) {
 	batchID = nuid.Next()
 	// One value slice for the id and one array for the positions serve
 	// every message of the batch (the header names are canonical already).
@@ -739,7 +787,7 @@ func (s *NATSStore) batchOutcome(ctx context.Context, chain string, fence uint64
 func (s *NATSStore) resolve(ctx context.Context, chain string, fence uint64, recs []RecordedEvent) ([]uint64, error) {
 	ctx, cancel := s.reqCtx(ctx)
 	defer cancel()
-	m, err := s.stream.GetMsg(ctx, fence+1, jetstream.WithGetMsgSubject(s.subj.chain(chain)))
+	m, err := s.getMsgAcrossMoves(ctx, fence+1, jetstream.WithGetMsgSubject(s.subj.chain(chain)))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, ErrOutcomeUnknown
 	}
@@ -750,11 +798,44 @@ func (s *NATSStore) resolve(ctx context.Context, chain string, fence uint64, rec
 		return nil, &ConflictError{Chain: chain, Subject: s.subj.chain(chain), Expected: fence, Actual: m.Sequence}
 	}
 	lastSeq := m.Sequence + uint64(len(recs)) - 1
-	last, err := s.stream.GetMsg(ctx, lastSeq)
+	last, err := s.getMsgAcrossMoves(ctx, lastSeq)
 	if err != nil || last.Header.Get(HeaderID) != recs[len(recs)-1].ID {
 		return nil, fmt.Errorf("check batch end at %d: %v: %w", lastSeq, err, ErrOutcomeUnknown)
 	}
 	return seqRange(m.Sequence, len(recs)), nil
+}
+
+// errMoved ends a read when the way to the stream's leader moves.
+var errMoved = errors.New("the way to the stream's leader moved")
+
+// resolveMovesMax bounds how many moves of the way to the stream's leader
+// a read is sent again after.
+const resolveMovesMax = 8
+
+// getMsgAcrossMoves reads the stream's message at seq, sent again when the
+// way to the stream's leader moves while it waits (see leaderMoves), until
+// ctx ends: a read sent into an election is never answered, and the leader
+// elected next answers at once.
+func (s *NATSStore) getMsgAcrossMoves(ctx context.Context, seq uint64, opts ...jetstream.GetMsgOpt) (*jetstream.RawStreamMsg, error) {
+	for try := 0; ; try++ {
+		moved, _ := s.moves.next()
+		mctx, cancel := context.WithCancelCause(ctx)
+		if try < resolveMovesMax {
+			go func() {
+				select {
+				case <-moved:
+					cancel(errMoved)
+				case <-mctx.Done():
+				}
+			}()
+		}
+		m, err := s.stream.GetMsg(mctx, seq, opts...)
+		moves := errors.Is(context.Cause(mctx), errMoved)
+		cancel(nil)
+		if err == nil || ctx.Err() != nil || !moves {
+			return m, err
+		}
+	}
 }
 
 func seqRange(first uint64, n int) []uint64 {

@@ -3,6 +3,7 @@ package eventstore
 import (
 	"cmp"
 	"crypto/ed25519"
+	"encoding/hex"
 	"fmt"
 	"slices"
 )
@@ -31,6 +32,19 @@ type ChainHeads struct {
 	// Anchor is the sealed head the chain must start at, when an audit
 	// from a seal has not reached it yet.
 	Anchor *SavedHead `json:"anchor,omitempty"`
+	// Keys are the chain's seal keys once one rotated, the current one
+	// named by CurrentKey; none means the operator's first key alone.
+	// The seals each key made are not kept: a revocation after a resume
+	// names the seals of its run only.
+	Keys       []SavedSealKey `json:"keys,omitempty"`
+	CurrentKey string         `json:"current_key,omitempty"`
+}
+
+// SavedSealKey is one key of a chain's keyring as a state file writes it.
+type SavedSealKey struct {
+	PublicKey   string `json:"public_key"`
+	RetiredAt   uint64 `json:"retired_at,omitempty"`
+	RevokedFrom uint64 `json:"revoked_from,omitempty"`
 }
 
 // SavedHead is a Head as a state file writes it.
@@ -66,6 +80,13 @@ func (v *Verifier) State() VerifierState {
 			if r := cs.recent[pos%recentMax]; r.ChainSeq == pos {
 				c.Recent = append(c.Recent, saveHead(r))
 			}
+		}
+		if cs.keys != nil && len(cs.keys.keys) > 1 {
+			c.CurrentKey = cs.keys.current
+			for _, k := range cs.keys.keys {
+				c.Keys = append(c.Keys, SavedSealKey{PublicKey: hex.EncodeToString(k.pub), RetiredAt: k.retiredAt, RevokedFrom: k.revokedFrom})
+			}
+			slices.SortFunc(c.Keys, func(a, b SavedSealKey) int { return cmp.Compare(a.PublicKey, b.PublicKey) })
 		}
 		st.Chains = append(st.Chains, c)
 	}
@@ -103,7 +124,29 @@ func ResumeVerifier(st VerifierState, pub ed25519.PublicKey) (*Verifier, error) 
 			}
 			cs.anchor = &a
 		}
+		if cs.keys, err = resumeKeyring(c); err != nil {
+			return nil, err
+		}
 		v.chains[c.Chain] = cs
 	}
 	return v, nil
+}
+
+// resumeKeyring rebuilds a chain's saved keyring, nil when it has none.
+func resumeKeyring(c ChainHeads) (*keyring, error) {
+	if len(c.Keys) == 0 {
+		return nil, nil
+	}
+	ring := &keyring{current: c.CurrentKey, keys: map[string]*sealKey{}}
+	for _, k := range c.Keys {
+		pub, err := hex.DecodeString(k.PublicKey)
+		if err != nil || len(pub) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("verifier state: chain %s: seal key %q", c.Chain, k.PublicKey)
+		}
+		ring.keys[KeyID(pub)] = &sealKey{pub: pub, retiredAt: k.RetiredAt, revokedFrom: k.RevokedFrom}
+	}
+	if k := ring.keys[ring.current]; k == nil || k.retiredAt != 0 {
+		return nil, fmt.Errorf("verifier state: chain %s: current seal key %q is not one of its keys in service", c.Chain, c.CurrentKey)
+	}
+	return ring, nil
 }

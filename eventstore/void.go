@@ -234,8 +234,8 @@ func (s *NATSStore) HeadAt(ctx context.Context, chain string, seq uint64) (Head,
 }
 
 // LedgerFact reports whether ev is one of the ledger's facts, for a reader
-// to decode and apply: not the store's own Seal or Void, nor an event of a
-// voided append.
+// to decode and apply: not the store's own Seal, Void or seal-key events,
+// nor an event of a voided append.
 func (ev *RecordedEvent) LedgerFact() bool {
-	return !ev.Voided && ev.Type != SealType && ev.Type != VoidType
+	return !ev.Voided && ev.Type != SealType && ev.Type != VoidType && ev.Type != SealKeyRotatedType && ev.Type != SealKeyRevokedType
 }

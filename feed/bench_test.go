@@ -83,6 +83,12 @@ func writeStream(b testing.TB, plays int) eventstore.Store {
 		}
 		command(player, last...)
 	}
+	// An adjustment: its proposal gives no message, its approval postings.
+	by, checker := &domain.Actor{Role: domain.RoleOperator, Subject: "alice"}, &domain.Actor{Role: domain.RoleFinance, Subject: "fiona"}
+	command("p0", &domain.AdjustmentProposed{Adjustment: "A1", Player: "p0", Direction: domain.Credit, Kind: domain.Goodwill,
+		Amount: 500, Reference: "ticket-1", Reason: "the game froze", By: by})
+	command("p0", &domain.AdjustmentApproved{Adjustment: "A1", Player: "p0", Direction: domain.Credit, Kind: domain.Goodwill,
+		Amount: 500, Balance: 1500, ProposedBy: by, By: checker})
 	for _, r := range results {
 		if res := <-r; res.Err != nil {
 			b.Fatal(res.Err)

@@ -15,7 +15,9 @@ import (
 // false.
 func (p *Postings) appendJSON(b []byte) (_ []byte, ok bool) {
 	b, ok = p.Header.appendJSON(b)
-	for _, f := range []struct{ key, v string }{{`,"player":`, p.Player}, {`,"play":`, p.Play}, {`,"block":`, p.Block}} {
+	for _, f := range []struct{ key, v string }{
+		{`,"player":`, p.Player}, {`,"play":`, p.Play}, {`,"block":`, p.Block}, {`,"adjustment":`, p.Adjustment},
+	} {
 		if f.v != "" {
 			b = append(b, f.key...)
 			b, ok = appendString(b, f.v, ok)

@@ -94,13 +94,16 @@ type Header struct {
 
 // Postings is the payload of a postings message: one event's postings, a
 // debit line and a credit line for each (domain.Postings), with the
-// player, play and block they concern where they apply.
+// player, play, block and adjustment they concern where they apply.
 type Postings struct {
 	Header
 	Player string `json:"player,omitempty"`
 	Play   string `json:"play,omitempty"`
 	Block  string `json:"block,omitempty"`
-	Lines  []Line `json:"lines"`
+	// Adjustment is the id of an approved adjustment, for finance to
+	// match the postings with its four-eyes record.
+	Adjustment string `json:"adjustment,omitempty"`
+	Lines      []Line `json:"lines"`
 }
 
 // PlaySettled is the payload of a play_settled message: a settled play
@@ -168,11 +171,11 @@ func (m Message) Watermill() *message.Message {
 // timeout, so this is far more than the plays in progress at once.
 const stakesMax = 1_000_000
 
-// feeds lists the event types that give a message: the four that move
-// money (docs/events.md, "Money") and the settlement.
+// feeds lists the event types that give a message: those that move money
+// (docs/events.md, "Money") and the settlement.
 var feeds = map[string]bool{
 	domain.TypeFundsDeposited: true, domain.TypeFundsWithdrawn: true, domain.TypeStakePlaced: true,
-	domain.TypePrizePaid: true, domain.TypePlaySettled: true,
+	domain.TypePrizePaid: true, domain.TypeAdjustmentApproved: true, domain.TypePlaySettled: true,
 }
 
 // builder turns recorded events into messages.
@@ -234,7 +237,7 @@ func (b *builder) build(ctx context.Context, r eventstore.RecordedEvent) (*Messa
 		}
 		h.Kind = KindPostings
 		ps := &Postings{Header: h, Lines: make([]Line, 0, 2*len(postings))}
-		ps.Player, ps.Play, ps.Block = postingRefs(e)
+		ps.Player, ps.Play, ps.Block, ps.Adjustment = postingRefs(e)
 		for _, x := range postings {
 			ps.Lines = append(ps.Lines, Line{Account: x.Debit, Side: Debit, Amount: x.Amount},
 				Line{Account: x.Credit, Side: Credit, Amount: x.Amount})
@@ -280,20 +283,22 @@ func (b *builder) encode(p payload) ([]byte, error) {
 	return out, nil
 }
 
-// postingRefs names the player, play and block an event's postings
-// concern.
-func postingRefs(e domain.Event) (player, play, block string) {
+// postingRefs names the player, play, block and adjustment an event's
+// postings concern.
+func postingRefs(e domain.Event) (player, play, block, adjustment string) {
 	switch e := e.(type) {
 	case *domain.FundsDeposited:
-		return e.Player, "", ""
+		return e.Player, "", "", ""
 	case *domain.FundsWithdrawn:
-		return e.Player, "", ""
+		return e.Player, "", "", ""
+	case *domain.AdjustmentApproved:
+		return e.Player, "", "", e.Adjustment
 	case *domain.StakePlaced:
-		return e.Player, e.Play, e.Block
+		return e.Player, e.Play, e.Block, ""
 	case *domain.PrizePaid:
-		return e.Player, e.Play, e.Block
+		return e.Player, e.Play, e.Block, ""
 	}
-	return "", "", ""
+	return "", "", "", ""
 }
 
 // stake returns the stake of a settled play and forgets it: from the

@@ -63,14 +63,19 @@ func TestFeedKeepsStreamOrder(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A stake and a settlement a play, a prize one play in four, a
-		// deposit every ten plays.
-		if want := plays*2 + plays/4 + plays/10; len(r.msgs) != want || r.checkpoint != head {
+		// deposit every ten plays, and the approval of an adjustment.
+		if want := plays*2 + plays/4 + plays/10 + 1; len(r.msgs) != want || r.checkpoint != head {
 			t.Fatalf("batch %d: %d messages, checkpoint %d; want %d, %d", batch, len(r.msgs), r.checkpoint, want, head)
 		}
 		for i := 1; i < len(r.msgs); i++ {
 			if r.msgs[i].Seq <= r.msgs[i-1].Seq {
 				t.Fatalf("batch %d: message %d at sequence %d after %d", batch, i, r.msgs[i].Seq, r.msgs[i-1].Seq)
 			}
+		}
+		last := r.msgs[len(r.msgs)-1]
+		if last.Kind != feed.KindPostings || last.EventType != domain.TypeAdjustmentApproved || last.Player != "p0" ||
+			!strings.Contains(string(last.Payload), `"player":"p0","adjustment":"A1","lines":[{"account":"house.goodwill","side":"debit","amount":"5.00"}`) {
+			t.Fatalf("batch %d: the adjustment's message %+v %s", batch, last, last.Payload)
 		}
 		if first == nil {
 			first = r.msgs

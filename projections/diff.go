@@ -109,6 +109,18 @@ func (d *differ) add(diff Difference) error {
 // known: accounts and blocks first, since they name the ledger accounts
 // and histories to read.
 func (d *differ) walk(ctx context.Context, want, got Store) error {
+	for _, step := range []func(context.Context, Store, Store) error{
+		d.walkCheckpoint, d.walkAccounts, d.walkBlocks, d.walkLedger, d.walkAdjustments, d.walkErasures, d.walkReconciliation,
+	} {
+		if err := step(ctx, want, got); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// walkCheckpoint compares the positions the two stores hold.
+func (d *differ) walkCheckpoint(ctx context.Context, want, got Store) error {
 	wc, err := want.Checkpoint(ctx)
 	if err != nil {
 		return fmt.Errorf("diff: checkpoint of want: %w", err)
@@ -118,27 +130,32 @@ func (d *differ) walk(ctx context.Context, want, got Store) error {
 		return fmt.Errorf("diff: checkpoint of got: %w", err)
 	}
 	if wc != gc {
-		if err := d.add(Difference{Model: "checkpoint", Field: "seq", Want: strconv.FormatUint(wc, 10), Got: strconv.FormatUint(gc, 10)}); err != nil {
-			return err
-		}
+		return d.add(Difference{Model: "checkpoint", Field: "seq", Want: strconv.FormatUint(wc, 10), Got: strconv.FormatUint(gc, 10)})
 	}
+	return nil
+}
+
+// walkAccounts compares the accounts, and learns the players.
+func (d *differ) walkAccounts(ctx context.Context, want, got Store) error {
 	accounts := func(s Store) iter.Seq2[Account, error] {
 		return pages(func(after string) ([]Account, string, error) {
 			rows, err := s.Accounts(ctx, after, PageMax)
 			return rows, nextAfter(rows, func(a Account) string { return a.Player }), err
 		})
 	}
-	err = merge(d, "accounts", accounts(want), accounts(got),
+	return merge(d, "accounts", accounts(want), accounts(got),
 		func(a, b Account) int { return cmp.Compare(a.Player, b.Player) },
 		func(a Account) string { d.players[a.Player] = true; return a.Player },
 		func(key string, w, g Account) error { return d.row("accounts", key, w, g) })
-	if err != nil {
-		return err
-	}
-	if err := d.walkBlocks(ctx, want, got); err != nil {
-		return err
-	}
+}
+
+// walkLedger compares the journal of every ledger account the players and
+// blocks name, then every player's history.
+func (d *differ) walkLedger(ctx context.Context, want, got Store) error {
 	ledger := []string{domain.HouseCashAccount()}
+	for _, k := range domain.AdjustmentKinds {
+		ledger = append(ledger, domain.AdjustmentAccount(k))
+	}
 	for _, b := range slices.Sorted(maps.Keys(d.blocks)) {
 		ledger = append(ledger, domain.BlockSalesAccount(b), domain.BlockPrizeAccount(b))
 	}
@@ -156,8 +173,45 @@ func (d *differ) walk(ctx context.Context, want, got Store) error {
 			return err
 		}
 	}
-	// Every scope, then each emission's days (kept apart from the days of
-	// every emission, so they may differ on their own).
+	return nil
+}
+
+// walkAdjustments compares the adjustments, in number order.
+func (d *differ) walkAdjustments(ctx context.Context, want, got Store) error {
+	adjustments := func(s Store) iter.Seq2[Adjustment, error] {
+		rows, err := s.Adjustments(ctx, AdjustmentQuery{})
+		if err != nil {
+			err = fmt.Errorf("adjustments: %w", err)
+		}
+		return rowsOf(rows, err)
+	}
+	return merge(d, "adjustments", adjustments(want), adjustments(got),
+		func(a, b Adjustment) int {
+			return cmp.Compare(domain.AdjustmentNumber(a.ID), domain.AdjustmentNumber(b.ID))
+		},
+		func(a Adjustment) string { return a.ID },
+		func(key string, w, g Adjustment) error { return d.row("adjustments", key, w, g) })
+}
+
+// walkErasures compares the erasures, in number order.
+func (d *differ) walkErasures(ctx context.Context, want, got Store) error {
+	erasures := func(s Store) iter.Seq2[Erasure, error] {
+		rows, err := s.Erasures(ctx, ErasureQuery{})
+		if err != nil {
+			err = fmt.Errorf("erasures: %w", err)
+		}
+		return rowsOf(rows, err)
+	}
+	return merge(d, "erasures", erasures(want), erasures(got),
+		func(a, b Erasure) int { return cmp.Compare(domain.ErasureNumber(a.ID), domain.ErasureNumber(b.ID)) },
+		func(a Erasure) string { return a.ID },
+		func(key string, w, g Erasure) error { return d.row("erasures", key, w, g) })
+}
+
+// walkReconciliation compares the reconciliation by every scope, then
+// each emission's days (kept apart from the days of every emission, so
+// they may differ on their own).
+func (d *differ) walkReconciliation(ctx context.Context, want, got Store) error {
 	type query struct {
 		scope    Scope
 		emission string

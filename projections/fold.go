@@ -28,14 +28,42 @@ type Changes struct {
 	// Bans are new bans (Ban.LiftedAt nil or lifted in the same batch)
 	// and liftings of earlier ones (BanChange.New false).
 	Bans []*BanChange
+	// Suspensions are new suspensions of sales (resumed in the same batch
+	// or not) and ends of earlier ones (SuspensionChange.New false).
+	Suspensions []*SuspensionChange
+	// Adjustments are new adjustments (decided in the same batch or not)
+	// and decisions of earlier ones (AdjustmentChange.New false).
+	Adjustments []*AdjustmentChange
+	// AdjustmentDays are deltas of the approved adjustments per day and
+	// kind.
+	AdjustmentDays []*AdjustmentDay
+	// Erasures are new erasures (decided in the same batch or not) and
+	// decisions of earlier ones (ErasureChange.New false).
+	Erasures []*ErasureChange
 
-	accounts map[string]*AccountChange
-	blocks   map[string]*BlockChange
-	plays    map[string]*PlayChange
-	days     map[string]*Day
-	cashDays map[string]*CashDay
-	bans     map[[2]string]*BanChange
-	facts    map[string]blockFacts
+	accounts   map[string]*AccountChange
+	blocks     map[string]*BlockChange
+	plays      map[string]*PlayChange
+	days       map[string]*Day
+	cashDays   map[string]*CashDay
+	bans       map[[2]string]*BanChange
+	suspends   map[string]*SuspensionChange
+	adjusts    map[string]*AdjustmentChange
+	adjustDays map[string]*AdjustmentDay
+	erasures   map[string]*ErasureChange
+	facts      map[string]blockFacts
+}
+
+// SuspensionChange is what a batch does to one suspension of sales: the
+// whole row when it is recorded in the batch (New), or its end.
+type SuspensionChange struct {
+	New bool
+	Suspension
+}
+
+// ApplyTo applies a suspension's end to an existing row.
+func (c *SuspensionChange) ApplyTo(row *Suspension) {
+	row.ResumedSeq, row.ResumedAt, row.ResumeReason, row.ResumedBy = c.ResumedSeq, c.ResumedAt, c.ResumeReason, c.ResumedBy
 }
 
 // BanChange is what a batch does to one ban: the whole row when it is
@@ -54,11 +82,16 @@ type AccountChange struct {
 	Balance *domain.Amount
 	// Deltas.
 	Deposited, Withdrawn, Staked, Won domain.Amount
+	AdjustedCredits, AdjustedDebits   domain.Amount
 	Plays                             int
 	SelfExcluded                      bool
 	// ExcludedUntil is the latest term's end, set when the batch sets one.
 	ExcludedUntil *time.Time
-	LastSeq       uint64
+	// ClosureChanged is set when the batch closes or reopens the account;
+	// ClosedAt is then when it was closed, nil for reopened.
+	ClosureChanged bool
+	ClosedAt       *time.Time
+	LastSeq        uint64
 }
 
 // BlockChange is what a batch does to one block.
@@ -94,6 +127,10 @@ type PlayChange struct {
 	Prize        *domain.Amount
 	SettledAt    *time.Time
 	BalanceAfter *domain.Amount
+	// SettledSeq is the sequence of the play's last event in the batch
+	// once it is settled (its PlaySettled, then its PrizePaid), 0 when
+	// the batch does not settle or pay it.
+	SettledSeq uint64
 }
 
 // blockFacts are the facts of a block that events naming it need: its
@@ -150,7 +187,9 @@ func (p *Projector) Fold(checkpoint uint64, batch []Envelope) (*Changes, error) 
 		From: checkpoint + 1, To: checkpoint,
 		accounts: map[string]*AccountChange{}, blocks: map[string]*BlockChange{},
 		plays: map[string]*PlayChange{}, days: map[string]*Day{}, cashDays: map[string]*CashDay{},
-		bans: map[[2]string]*BanChange{}, facts: map[string]blockFacts{},
+		bans: map[[2]string]*BanChange{}, suspends: map[string]*SuspensionChange{}, adjusts: map[string]*AdjustmentChange{},
+		adjustDays: map[string]*AdjustmentDay{}, erasures: map[string]*ErasureChange{},
+		facts: map[string]blockFacts{},
 	}
 	for _, env := range batch {
 		if env.Seq <= c.To {
@@ -226,8 +265,41 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 			c.Bans = append(c.Bans, b)
 		}
 		b.LiftedSeq, b.LiftedAt, b.LiftReference, b.LiftReason, b.LiftedBy = seq, &at, e.Reference, e.Reason, e.By
+	case *domain.AccountClosed:
+		a := c.account(e.Player, seq)
+		a.ClosureChanged, a.ClosedAt = true, &at
+	case *domain.AccountReopened:
+		a := c.account(e.Player, seq)
+		a.ClosureChanged, a.ClosedAt = true, nil
+	case *domain.SalesSuspended:
+		if c.suspends[e.Suspension] != nil {
+			return errorsf(ErrInvalid, "suspension %s recorded twice", e.Suspension)
+		}
+		s := &SuspensionChange{New: true, Suspension: Suspension{ID: e.Suspension, Scope: e.Scope.String(), Seq: seq, At: at, Reason: e.Reason, By: e.By}}
+		c.suspends[e.Suspension] = s
+		c.Suspensions = append(c.Suspensions, s)
+	case *domain.SalesResumed:
+		s := c.suspends[e.Suspension]
+		if s == nil {
+			s = &SuspensionChange{Suspension: Suspension{ID: e.Suspension, Scope: e.Scope.String()}}
+			c.suspends[e.Suspension] = s
+			c.Suspensions = append(c.Suspensions, s)
+		}
+		s.ResumedSeq, s.ResumedAt, s.ResumeReason, s.ResumedBy = seq, &at, e.Reason, e.By
+	case *domain.AdjustmentProposed, *domain.AdjustmentApproved, *domain.AdjustmentRejected:
+		return c.foldAdjustment(seq, at, e)
 	case *domain.SettingsAdopted:
 		// The settings decide on the write side; no read model shows them.
+	case *domain.SeedsResealed:
+		// A sealed seed is the writers' business; no read model shows it.
+	case *domain.PersonalDataErasureProposed, *domain.PersonalDataErased, *domain.PersonalDataErasureRejected:
+		// Every field an erasure erases is sealed in the read models
+		// too: once its key is destroyed, the answers show them erased,
+		// and no row but the erasure's changes.
+		return c.foldErasure(seq, at, e)
+	case *domain.TokenRevoked:
+		// The API keeps the revoked tokens in memory, from the stream
+		// itself, on every node; no read model shows them.
 	case *domain.FundsDeposited:
 		a := c.account(e.Player, seq)
 		a.Balance, a.Deposited = amountPtr(e.Balance), a.Deposited+e.Amount
@@ -346,9 +418,9 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		tier, prize := e.Tier, e.Prize
 		pc := c.play(e.Play, e.Player)
 		if pc.New != nil {
-			pc.New.Status, pc.New.Tier, pc.New.Prize, pc.New.SettledAt = status, &tier, &prize, &at
+			pc.New.Status, pc.New.Tier, pc.New.Prize, pc.New.SettledAt, pc.New.SettledSeq = status, &tier, &prize, &at, seq
 		} else {
-			pc.Status, pc.Tier, pc.Prize, pc.SettledAt = &status, &tier, &prize, &at
+			pc.Status, pc.Tier, pc.Prize, pc.SettledAt, pc.SettledSeq = &status, &tier, &prize, &at, seq
 		}
 	case *domain.PrizePaid:
 		f, err := p.blockFacts(c, e.Block)
@@ -361,10 +433,11 @@ func (p *Projector) fold(c *Changes, env Envelope) error {
 		c.block(e.Block, seq).Counters.Add(d)
 		c.day(at, f.emission).Counters.Add(d)
 		pc := c.play(e.Play, e.Player)
+		// The payment is the last event of the play's life.
 		if pc.New != nil {
-			pc.New.BalanceAfter = e.Balance
+			pc.New.BalanceAfter, pc.New.SettledSeq = e.Balance, seq
 		} else {
-			pc.BalanceAfter = amountPtr(e.Balance)
+			pc.BalanceAfter, pc.SettledSeq = amountPtr(e.Balance), seq
 		}
 	default:
 		return errorsf(ErrInvalid, "event type %s has no projection", env.Event.EventType())
@@ -384,6 +457,8 @@ func balanceOf(e domain.Event) (string, domain.Amount) {
 		return e.Player, e.Balance
 	case *domain.PrizePaid:
 		return e.Player, e.Balance
+	case *domain.AdjustmentApproved:
+		return e.Player, e.Balance
 	}
 	return "", 0
 }
@@ -399,6 +474,8 @@ func refOf(e domain.Event) string {
 		return e.Play
 	case *domain.PrizePaid:
 		return e.Play
+	case *domain.AdjustmentApproved:
+		return e.Adjustment
 	}
 	return ""
 }
@@ -568,6 +645,9 @@ func (pc *PlayChange) ApplyTo(p *Play) {
 	if pc.BalanceAfter != nil {
 		p.BalanceAfter = *pc.BalanceAfter
 	}
+	if pc.SettledSeq != 0 {
+		p.SettledSeq = pc.SettledSeq
+	}
 }
 
 // ApplyTo applies the change to an existing account row (limits aside: they
@@ -583,11 +663,20 @@ func (a *AccountChange) ApplyTo(row *Account) {
 	row.Withdrawn += a.Withdrawn
 	row.Staked += a.Staked
 	row.Won += a.Won
+	row.AdjustedCredits += a.AdjustedCredits
+	row.AdjustedDebits += a.AdjustedDebits
 	row.Plays += a.Plays
 	row.SelfExcluded = row.SelfExcluded || a.SelfExcluded
 	if a.ExcludedUntil != nil && (row.SelfExcludedUntil == nil || a.ExcludedUntil.After(*row.SelfExcludedUntil)) {
 		until := *a.ExcludedUntil
 		row.SelfExcludedUntil = &until
+	}
+	if a.ClosureChanged {
+		row.ClosedAt = nil
+		if a.ClosedAt != nil {
+			closed := *a.ClosedAt
+			row.ClosedAt = &closed
+		}
 	}
 	row.LastSeq = a.LastSeq
 }

@@ -32,6 +32,15 @@ type Account struct {
 	// SelfExcludedUntil is the end of the latest self-exclusion term, nil
 	// when none was ever set (it stays once the term has ended).
 	SelfExcludedUntil *time.Time `json:"self_excluded_until,omitempty"`
+	// ClosedAt is when the account was closed, nil while it is open (or
+	// once reopened): the retention of the player's data starts there.
+	ClosedAt *time.Time `json:"closed_at,omitempty"`
+	// AdjustedCredits and AdjustedDebits add up the approved adjustments
+	// that credited and debited the account, so that the balance is
+	// deposited − withdrawn − staked + won + adjusted_credits −
+	// adjusted_debits.
+	AdjustedCredits domain.Amount `json:"adjusted_credits"`
+	AdjustedDebits  domain.Amount `json:"adjusted_debits"`
 	// DepositLimit and StakeLimit are the weekly limits, nil until set.
 	DepositLimit *Limit `json:"deposit_limit,omitempty"`
 	StakeLimit   *Limit `json:"stake_limit,omitempty"`
@@ -71,6 +80,46 @@ type Ban struct {
 
 // BansMax bounds the bans of one player the read side lists.
 const BansMax = 1000
+
+// Suspension is a suspension of sales, in force or resumed: its scope
+// (domain.SalesScope's text), who recorded it, when and why, and the same
+// of its end.
+type Suspension struct {
+	ID     string        `json:"id"`
+	Scope  string        `json:"scope"`
+	Seq    uint64        `json:"seq"`
+	At     time.Time     `json:"at"`
+	Reason string        `json:"reason"`
+	By     *domain.Actor `json:"by,omitempty"`
+	// The end, once resumed.
+	ResumedSeq   uint64        `json:"resumed_seq,omitempty"`
+	ResumedAt    *time.Time    `json:"resumed_at,omitempty"`
+	ResumeReason string        `json:"resume_reason,omitempty"`
+	ResumedBy    *domain.Actor `json:"resumed_by,omitempty"`
+}
+
+// SuspensionsResumedMax bounds the resumed suspensions the read side lists
+// beside those in force (the newest); the decider bounds those in force.
+const SuspensionsResumedMax = 1000
+
+// ListSuspensions returns what Store.Suspensions answers out of every
+// suspension, oldest first: those in force and the newest
+// SuspensionsResumedMax resumed.
+func ListSuspensions(all []*Suspension) []Suspension {
+	out := []Suspension{}
+	resumed := 0
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].ResumedAt != nil {
+			if resumed == SuspensionsResumedMax {
+				continue
+			}
+			resumed++
+		}
+		out = append(out, *all[i])
+	}
+	slices.Reverse(out)
+	return out
+}
 
 // Limit is a weekly limit: the amount in force when it was last changed and
 // a raise waiting for its 24 hours, if any. At tells the limit in force at
@@ -390,6 +439,11 @@ type Play struct {
 	Tier      *domain.Tier   `json:"tier,omitempty"`
 	Prize     *domain.Amount `json:"prize,omitempty"`
 	SettledAt *time.Time     `json:"settled_at,omitempty"`
+	// SettledSeq is the stream sequence of the last event of the play's
+	// life, 0 while it is in progress: its PrizePaid for a winner, else
+	// its PlaySettled. A witness of the stream up to there has seen the
+	// play's outcome and its payment, not only its stake (Seq).
+	SettledSeq uint64 `json:"settled_seq,omitempty"`
 	// BalanceBefore is the balance before the stake; BalanceAfter the
 	// balance after the stake, then after the prize once paid.
 	BalanceBefore domain.Amount `json:"balance_before"`

@@ -171,6 +171,15 @@ type Store interface {
 	// Bans returns a player's bans, in force and lifted, oldest first (at
 	// most BansMax).
 	Bans(ctx context.Context, player string) ([]Ban, error)
+	// Suspensions returns the suspensions of sales in force and the
+	// newest SuspensionsResumedMax resumed ones, oldest first.
+	Suspensions(ctx context.Context) ([]Suspension, error)
+	// Adjustments returns the newest AdjustmentsMax adjustments a query
+	// selects, oldest first.
+	Adjustments(ctx context.Context, q AdjustmentQuery) ([]Adjustment, error)
+	// Erasures returns the newest ErasuresMax erasures of personal data a
+	// query selects, oldest first.
+	Erasures(ctx context.Context, q ErasureQuery) ([]Erasure, error)
 	// ReportData returns, in one snapshot, what the report pack reads.
 	ReportData(ctx context.Context) (ReportData, error)
 	// LargeWins returns, in one snapshot, the wins a query asks for

@@ -24,6 +24,10 @@ type ReportData struct {
 	// Days and CashDays are in day order.
 	Days     []Day
 	CashDays []CashDay
+	// Suspensions are what Store.Suspensions lists.
+	Suspensions []Suspension
+	// AdjustmentDays are in day order, then kind.
+	AdjustmentDays []AdjustmentDay
 }
 
 // Win is a settled play's prize, as the large-wins report lists it.
@@ -237,6 +241,12 @@ type DayLine struct {
 	// PlaysInProgress and StakesInPlay are at the end of the day.
 	PlaysInProgress int           `json:"plays_in_progress"`
 	StakesInPlay    domain.Amount `json:"stakes_in_play"`
+	// AdjustedCredits and AdjustedDebits are what the day's approved
+	// adjustments credited to players and debited from them: with the
+	// deposits, withdrawals, stakes and prizes, the day's change of the
+	// liability.
+	AdjustedCredits domain.Amount `json:"adjusted_credits"`
+	AdjustedDebits  domain.Amount `json:"adjusted_debits"`
 }
 
 // LiabilityLine is the players' liability at the end of one day: the total
@@ -310,6 +320,12 @@ func eachDay(p Period, fn func(day string)) {
 func DaysReport(d *ReportData, p Period, rules *domain.RuleSet) []DayLine {
 	days := dayIndex(d.Days, func(x Day) string { return x.Day })
 	cash := dayIndex(d.CashDays, func(x CashDay) string { return x.Day })
+	adjusted := map[string]AdjustmentDay{}
+	for _, a := range d.AdjustmentDays {
+		sum := adjusted[a.Day]
+		sum.Add(&a)
+		adjusted[a.Day] = sum
+	}
 	var inPlay int
 	var staked domain.Amount
 	for _, x := range d.Days {
@@ -320,14 +336,15 @@ func DaysReport(d *ReportData, p Period, rules *domain.RuleSet) []DayLine {
 	}
 	out := []DayLine{}
 	eachDay(p, func(day string) {
-		x, c := days[day], cash[day]
+		x, c, a := days[day], cash[day], adjusted[day]
 		inPlay += x.Counters.UnitsSold - x.Settled
 		staked += x.Counters.Sales - x.SettledStakes
 		line := DayLine{Day: day, UnitsSold: x.Counters.UnitsSold, Stakes: x.Counters.Sales, PrizesPaid: x.Counters.PrizesPaid,
 			PrizesOwed: x.Counters.PrizesOwed, Deposits: c.Deposits, Withdrawals: c.Withdrawals,
 			ActualReturn: ReturnRate(x.Counters.PrizesPaid, x.Counters.Sales), PlaysSettled: x.Settled,
-			CompletedBySystem: x.BySystem, PlaysInProgress: inPlay, StakesInPlay: staked}
-		line.Activity = x.Counters != (Counters{}) || x.Settled != 0 || c.Deposits != 0 || c.Withdrawals != 0
+			CompletedBySystem: x.BySystem, PlaysInProgress: inPlay, StakesInPlay: staked,
+			AdjustedCredits: a.Credits, AdjustedDebits: a.Debits}
+		line.Activity = x.Counters != (Counters{}) || x.Settled != 0 || c.Deposits != 0 || c.Withdrawals != 0 || a.Approved != 0
 		if x.Counters.Sales > 0 {
 			line.TheoreticalReturn = uniformRate(rules)
 		}
@@ -353,7 +370,7 @@ func uniformRate(rules *domain.RuleSet) *decimal.Decimal {
 
 // LiabilityReport lists, for every day of the period, the total of the
 // players' balances at its end: deposits − withdrawals − stakes + prizes
-// of every day up to it.
+// + adjustments of every day up to it.
 func LiabilityReport(d *ReportData, p Period) []LiabilityLine {
 	net := map[string]domain.Amount{}
 	active := map[string]bool{}
@@ -364,6 +381,10 @@ func LiabilityReport(d *ReportData, p Period) []LiabilityLine {
 	for _, c := range d.CashDays {
 		net[c.Day] += c.Deposits - c.Withdrawals
 		active[c.Day] = active[c.Day] || c.Deposits != 0 || c.Withdrawals != 0
+	}
+	for _, a := range d.AdjustmentDays {
+		net[a.Day] += a.Credits - a.Debits
+		active[a.Day] = true
 	}
 	var liability domain.Amount
 	for day, n := range net {
@@ -410,12 +431,55 @@ var (
 	EmissionsHeader = append([]string{"emission", "price", "blocks", "blocks_opened"}, figuresHeader...)
 	// DaysHeader is the days report's CSV header.
 	DaysHeader = []string{"day", "activity", "units_sold", "stakes", "prizes_paid", "prizes_owed", "deposits", "withdrawals",
-		"theoretical_return", "actual_return", "plays_settled", "completed_by_system", "plays_in_progress", "stakes_in_play"}
+		"theoretical_return", "actual_return", "plays_settled", "completed_by_system", "plays_in_progress", "stakes_in_play",
+		"adjusted_credits", "adjusted_debits"}
 	// LiabilityHeader is the liability report's CSV header.
 	LiabilityHeader = []string{"day", "activity", "liability", "change"}
 	// WinsHeader is the large-wins report's CSV header.
 	WinsHeader = []string{"play", "player", "block", "unit", "tier", "prize", "at", "by_system"}
+	// SuspensionsHeader is the suspensions report's CSV header.
+	SuspensionsHeader = []string{"suspension", "scope", "from", "to", "reason", "by", "resume_reason", "resumed_by"}
 )
+
+// SuspensionLine is one suspended period of the suspensions report: from
+// its SalesSuspended to its SalesResumed (To nil while in force).
+type SuspensionLine struct {
+	Suspension   string     `json:"suspension"`
+	Scope        string     `json:"scope"`
+	From         time.Time  `json:"from"`
+	To           *time.Time `json:"to"`
+	Reason       string     `json:"reason"`
+	By           string     `json:"by"`
+	ResumeReason string     `json:"resume_reason,omitempty"`
+	ResumedBy    string     `json:"resumed_by,omitempty"`
+}
+
+// SuspensionsReport lists the suspended periods that overlap the report's
+// period, oldest first.
+func SuspensionsReport(d *ReportData, p Period) []SuspensionLine {
+	out := []SuspensionLine{}
+	for _, x := range d.Suspensions {
+		if !x.At.Before(p.End()) || (x.ResumedAt != nil && x.ResumedAt.Before(p.Start())) {
+			continue
+		}
+		out = append(out, SuspensionLine{Suspension: x.ID, Scope: x.Scope, From: x.At, To: x.ResumedAt, Reason: x.Reason,
+			By: subjectOf(x.By), ResumeReason: x.ResumeReason, ResumedBy: subjectOf(x.ResumedBy)})
+	}
+	return out
+}
+
+// subjectOf names who acted, "" for nobody recorded.
+func subjectOf(a *domain.Actor) string {
+	if a == nil {
+		return ""
+	}
+	return a.Subject
+}
+
+// SuspensionRowCSV is a suspensions report line's CSV row.
+func SuspensionRowCSV(l SuspensionLine) []string {
+	return []string{l.Suspension, l.Scope, timeText(&l.From), timeText(l.To), l.Reason, l.By, l.ResumeReason, l.ResumedBy}
+}
 
 func (f SalesFigures) row() []string {
 	return []string{strconv.Itoa(f.Units), strconv.Itoa(f.UnitsSold), f.Stakes.String(), f.PrizesPaid.String(), f.PrizesOwed.String(),
@@ -451,7 +515,8 @@ func EmissionRowCSV(l EmissionLine) []string {
 func DayRowCSV(l DayLine) []string {
 	return []string{l.Day, strconv.FormatBool(l.Activity), strconv.Itoa(l.UnitsSold), l.Stakes.String(), l.PrizesPaid.String(),
 		l.PrizesOwed.String(), l.Deposits.String(), l.Withdrawals.String(), rateText(l.TheoreticalReturn), rateText(l.ActualReturn),
-		strconv.Itoa(l.PlaysSettled), strconv.Itoa(l.CompletedBySystem), strconv.Itoa(l.PlaysInProgress), l.StakesInPlay.String()}
+		strconv.Itoa(l.PlaysSettled), strconv.Itoa(l.CompletedBySystem), strconv.Itoa(l.PlaysInProgress), l.StakesInPlay.String(),
+		l.AdjustedCredits.String(), l.AdjustedDebits.String()}
 }
 
 // LiabilityRowCSV is a liability report line's CSV row.
@@ -481,10 +546,14 @@ const (
 	ReportDays      = "days"
 	ReportLiability = "liability"
 	ReportLargeWins = "large-wins"
+	// ReportSuspensions lists the periods sales were suspended.
+	ReportSuspensions = "suspensions"
+	// ReportAdjustments lists the approved adjustments per day and kind.
+	ReportAdjustments = "adjustments"
 )
 
 // ReportKinds lists the reports of the pack.
-var ReportKinds = []string{ReportBlocks, ReportEmissions, ReportDays, ReportLiability, ReportLargeWins}
+var ReportKinds = []string{ReportBlocks, ReportEmissions, ReportDays, ReportLiability, ReportLargeWins, ReportSuspensions, ReportAdjustments}
 
 // ReportQuery asks for one report: its kind, its period (YYYY-MM-DD days,
 // both included; empty from is the first day of activity, empty to is
@@ -546,6 +615,12 @@ func BuildReport(ctx context.Context, s Store, rules *domain.RuleSet, q ReportQu
 	case ReportLiability:
 		rows := LiabilityReport(&d, p)
 		r.Rows, r.csv = rows, func(w io.Writer) error { return CSV(w, LiabilityHeader, rows, LiabilityRowCSV) }
+	case ReportSuspensions:
+		rows := SuspensionsReport(&d, p)
+		r.Rows, r.csv = rows, func(w io.Writer) error { return CSV(w, SuspensionsHeader, rows, SuspensionRowCSV) }
+	case ReportAdjustments:
+		rows := AdjustmentsReport(&d, p)
+		r.Rows, r.csv = rows, func(w io.Writer) error { return CSV(w, AdjustmentsHeader, rows, AdjustmentRowCSV) }
 	case ReportLargeWins:
 		wins, seq, more, err := s.LargeWins(ctx, LargeWinsQuery{Threshold: q.Threshold, From: p.Start(), To: p.End(), Limit: q.Limit})
 		if err != nil {

@@ -147,12 +147,6 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 			}
 		})
 	}()
-	// A batch is at most batchMax records plus the rest of the append its
-	// last one belongs to: fewer than batchMax+AppendMax, since
-	// continuesAppend refuses an append longer than AppendMax.
-	batch := make([]Envelope, 0, r.batchMax+AppendMax-1)
-	dropped := r.dropped()
-	var last Envelope // the last record taken, whose append the next continues
 	stop := func(err error) error {
 		cancel(err)
 		for range queue {
@@ -161,20 +155,17 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 		}
 		return err
 	}
-	take := func(env Envelope) error {
-		if err := continuesAppend(last, env); err != nil {
-			return fmt.Errorf("projection runner: %w", err)
-		}
-		last = env
-		batch = append(batch, env)
-		return nil
-	}
+	// A batch is at most batchMax records plus the rest of the append its
+	// last one belongs to: fewer than batchMax+AppendMax, since
+	// continuesAppend refuses an append longer than AppendMax.
+	b := &batcher{queue: queue, max: r.batchMax, batch: make([]Envelope, 0, r.batchMax+AppendMax-1)}
+	dropped := r.dropped()
 	for {
 		// Wait for a record, take what else is queued up to batchMax, and
 		// while the last record taken does not end its append, wait for
 		// the rest of it: a batch never ends inside an append.
-		batch = batch[:0]
-		for len(batch) == 0 || batch[len(batch)-1].AppendRemaining > 0 {
+		b.batch = b.batch[:0]
+		for len(b.batch) == 0 || b.batch[len(b.batch)-1].AppendRemaining > 0 {
 			env, ok, err := r.next(ctx, queue, dropped)
 			if err != nil {
 				return stop(err)
@@ -182,44 +173,81 @@ func (r *Runner) runFrom(ctx context.Context, cp, target uint64) error {
 			if !ok {
 				return r.readEnded(ctx, readErr)
 			}
-			if err := take(env); err != nil {
+			if err := b.take(env); err != nil {
 				return stop(err)
 			}
-		fill:
-			for len(batch) < r.batchMax {
-				select {
-				case env, ok := <-queue:
-					if !ok {
-						break fill
-					}
-					if err := take(env); err != nil {
-						return stop(err)
-					}
-				default:
-					break fill
-				}
+			if err := b.fill(); err != nil {
+				return stop(err)
 			}
 		}
-		if err := r.store.Apply(ctx, batch); err != nil {
-			return stop(fmt.Errorf("projection runner: apply %d to %d: %w", batch[0].Seq, batch[len(batch)-1].Seq, err))
-		}
-		for _, env := range batch {
-			if env.Seal && env.Seq > r.sealed.Load() {
-				r.sealed.Store(env.Seq)
-			}
-		}
-		end := batch[len(batch)-1].Seq
-		if end > r.applied.Load() {
-			r.applied.Store(end)
-		}
-		if r.progress != nil {
-			r.progress(r.applied.Load())
+		if err := r.apply(ctx, b.batch); err != nil {
+			return stop(err)
 		}
 		if target > 0 && r.applied.Load() >= target {
 			stop(errReached)
 			return nil
 		}
 	}
+}
+
+// batcher gathers the records the reader queued into batches of whole
+// appends.
+type batcher struct {
+	queue <-chan Envelope
+	max   int
+	batch []Envelope
+	// last is the last record taken, whose append the next continues.
+	last Envelope
+}
+
+// take adds env to the batch, refusing a record that does not continue
+// the append of the one before.
+func (b *batcher) take(env Envelope) error {
+	if err := continuesAppend(b.last, env); err != nil {
+		return fmt.Errorf("projection runner: %w", err)
+	}
+	b.last = env
+	b.batch = append(b.batch, env)
+	return nil
+}
+
+// fill takes what is queued already, up to the batch's bound, without
+// waiting.
+func (b *batcher) fill() error {
+	for len(b.batch) < b.max {
+		select {
+		case env, ok := <-b.queue:
+			if !ok {
+				return nil
+			}
+			if err := b.take(env); err != nil {
+				return err
+			}
+		default:
+			return nil
+		}
+	}
+	return nil
+}
+
+// apply applies a batch to the store and advances the positions applied
+// and sealed.
+func (r *Runner) apply(ctx context.Context, batch []Envelope) error {
+	if err := r.store.Apply(ctx, batch); err != nil {
+		return fmt.Errorf("projection runner: apply %d to %d: %w", batch[0].Seq, batch[len(batch)-1].Seq, err)
+	}
+	for _, env := range batch {
+		if env.Seal && env.Seq > r.sealed.Load() {
+			r.sealed.Store(env.Seq)
+		}
+	}
+	if end := batch[len(batch)-1].Seq; end > r.applied.Load() {
+		r.applied.Store(end)
+	}
+	if r.progress != nil {
+		r.progress(r.applied.Load())
+	}
+	return nil
 }
 
 // dropped returns the store's Dropped channel, or nil (never ready) for a

@@ -10,18 +10,22 @@ import (
 // MovementKind is what moved a player's money.
 type MovementKind string
 
-// The four kinds of movement, one per event that moves money.
+// The kinds of movement, one per event that moves money.
 const (
 	MovementDeposit    MovementKind = "deposit"
 	MovementWithdrawal MovementKind = "withdrawal"
 	MovementStake      MovementKind = "stake"
 	MovementPrize      MovementKind = "prize"
+	// MovementAdjustment is an approved adjustment, credit or debit; its
+	// reference is the adjustment's id.
+	MovementAdjustment MovementKind = "adjustment"
 )
 
 // movementKinds maps the event types of the journal to their movement.
 var movementKinds = map[string]MovementKind{
 	domain.TypeFundsDeposited: MovementDeposit, domain.TypeFundsWithdrawn: MovementWithdrawal,
 	domain.TypeStakePlaced: MovementStake, domain.TypePrizePaid: MovementPrize,
+	domain.TypeAdjustmentApproved: MovementAdjustment,
 }
 
 // Movement is one line of a player's statement. Amount is signed: what the

@@ -11,8 +11,9 @@ import (
 // the chests' cells show from the start, a chest's content only once
 // opened or once the play is over. It is also what `tresor verify-play`
 // reads back (docs/verify-play.md), so it carries all a verifier needs: the
-// unit's proof, the commitment of its block the proof leads to and, once
-// the block is closed, the block's seed. Its JSON keys are a contract with
+// unit's proof once the play is over (before, the proof would tell the
+// outcome), the commitment of its block the proof leads to and, once the
+// block is closed, the block's seed. Its JSON keys are a contract with
 // players' and auditors' tools: add keys, never rename one.
 type PlayView struct {
 	PlayID     string               `json:"play_id"`
@@ -32,7 +33,12 @@ type PlayView struct {
 	Balance    domain.Amount        `json:"balance"`
 	At         time.Time            `json:"at"`
 	Seq        uint64               `json:"seq"`
-	Proof      *domain.UnitProof    `json:"proof,omitempty"`
+	// SettledSeq is the stream sequence of the last event of the play's
+	// life once it is settled (its PrizePaid for a winner, else its
+	// PlaySettled), absent while it is in progress: Seq is its stake's,
+	// so a witness of the stream up to SettledSeq has seen the whole play.
+	SettledSeq uint64            `json:"settled_seq,omitempty"`
+	Proof      *domain.UnitProof `json:"proof,omitempty"`
 	// BlockCommitment is the commitment BlockOpened published for the
 	// block, as the read side holds it: the root and size the proof is
 	// checked against. It is the operator's copy; a verifier who wants an
@@ -55,9 +61,14 @@ type MapView struct {
 func (p *Play) View(block BlockReport) PlayView {
 	v := PlayView{
 		PlayID: p.ID, Player: p.Player, Stake: p.Stake, BlockID: p.Block, Unit: p.Unit, Status: p.Status,
-		Tier: p.Tier, Prize: p.Prize, Balance: p.BalanceAfter, At: p.At, Seq: p.Seq, Proof: p.Proof,
+		Tier: p.Tier, Prize: p.Prize, Balance: p.BalanceAfter, At: p.At, Seq: p.Seq, SettledSeq: p.SettledSeq,
 		ThrowsLeft: domain.ThrowCount - len(p.Throws), Throws: []domain.ThrowResult{}, Chests: []ChestView{},
 		BlockCommitment: &block.Commitment, BlockSeed: block.Seed,
+	}
+	// The proof's tier and salt fix every chest: shown before the
+	// settlement, they would tell the outcome before the first throw.
+	if p.Status != StatusInProgress {
+		v.Proof = p.Proof
 	}
 	if sc := p.Scenario(); sc != nil {
 		start := sc.Start

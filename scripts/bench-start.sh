@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench-start: time from `tresor serve` start to ready (writer rebuilt and
 # projections at its head, GET /v1/ready) after 1..BLOCKS sold-out blocks,
-# without and with snapshots, in one run (issue 11; docs/performance.md,
+# without and with snapshots, in one run (docs/performance.md,
 # "Snapshots (start time)"). Each block is sold out by `tresor simulate`
 # on the same data directory; after each, serve is started three times:
 # --snapshots=false (full replay), then twice with snapshots (the first may

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench-stop: time from SIGTERM to exit of `tresor serve` on the embedded
-# default, with the writer's closing snapshot it waits for (issue 11;
+# default, with the writer's closing snapshot it waits for (see
 # docs/performance.md, "The writer's closing snapshot, unpaced on the
 # embedded default"). One stream is made by `tresor simulate` (PLAYS plays
 # of 2 €, 2 000 players), then started and stopped once so that it holds

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts, or installs and starts, what Tresor's tests need besides Go:
 # PostgreSQL on 127.0.0.1:5432 (trust auth), RabbitMQ on 127.0.0.1:5672
-# (guest/guest) and Debian's chromium for the browser tests. NATS needs
+# (guest/guest), Debian's chromium for the browser tests and Debian's
+# prometheus (promtool) for the alert rules' tests. NATS needs
 # nothing: the tests start their own nats-server in-process. Both
 # `make test` and .ci/run call it, so that the README's test command passes
 # on a fresh machine by itself. Anything it cannot provide stops it with a
@@ -58,7 +59,11 @@ fi
 command -v chromium >/dev/null || { say "chromium is missing; installing Debian's chromium"; apt_install chromium; }
 chromium --headless --no-sandbox --disable-gpu --version >/dev/null 2>&1 || chromium --version >/dev/null || fail "chromium does not start"
 
+# Prometheus: the alert rules are checked by promtool and evaluated by a
+# real Prometheus scraping serve.
+command -v promtool >/dev/null && command -v prometheus >/dev/null || { say "prometheus is missing; installing Debian's prometheus"; apt_install prometheus; }
+
 # The disk-full test mounts a small ext4 image on a loop device.
 command -v mkfs.ext4 >/dev/null || { say "mkfs.ext4 is missing; installing Debian's e2fsprogs"; apt_install e2fsprogs; }
 
-say "PostgreSQL, RabbitMQ and chromium are ready"
+say "PostgreSQL, RabbitMQ, chromium and prometheus are ready"

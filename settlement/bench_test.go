@@ -1,11 +1,13 @@
 package settlement
 
 import (
+	"context"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/personal"
 )
 
 // BenchmarkWriterPlays measures one play (a stake and four throws, every
@@ -42,4 +44,37 @@ func processCPU(tb testing.TB) time.Duration {
 		tb.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkWriterPlaysSealing is BenchmarkWriterPlays twice in one run:
+// a writer that leaves personal fields in clear, then one that seals them
+// under data keys in the node's own bucket (Config.Personal). A play has no
+// personal field, so the ratio of the two is what sealing costs a play:
+// every command's pass through domain.SealCommand.
+//
+//	go test -run '^$' -bench WriterPlaysSealing -benchtime 20000x ./settlement/
+func BenchmarkWriterPlaysSealing(b *testing.B) {
+	for _, sealed := range []bool{false, true} {
+		name := map[bool]string{false: "clear", true: "sealed"}[sealed]
+		b.Run(name, func(b *testing.B) {
+			n := startNodeWith(b, b.TempDir(), func(n *node, c *Config) {
+				if sealed {
+					keys, err := n.store.OpenDataKeys(context.Background())
+					if err != nil {
+						b.Fatal(err)
+					}
+					c.Personal = personal.New(keys, c.Sealer)
+				}
+			})
+			ctx := eventstoretest.Ctx(b, 30*time.Minute)
+			_, err := Simulate(ctx, n.w, SimConfig{Price: 200, Plays: b.N, Players: min(b.N, 2000),
+				Measure: func() func() {
+					b.ResetTimer()
+					return b.StopTimer
+				}})
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
 }

@@ -22,16 +22,35 @@ const Chain = "s0"
 var upcasters = map[string][]eventstore.Upcaster{
 	// Version 2 adds the optional idempotency_key: a version 1 payload is
 	// a version 2 payload without a key. Version 3 adds the optional by.
-	domain.TypeEmissionCreated: {sameShape, sameShape},
+	// Version 4 may seal by's subject (domain.SealedPrefix).
+	domain.TypeEmissionCreated: {sameShape, sameShape, sameShape},
 	// Version 2 of these adds the optional by (who gave the command) and,
 	// where an action needs one, reason; LimitChanged's adds period_days,
-	// whose absence reads as the weekly period of version 1.
-	domain.TypeAccountOpened:  {sameShape},
-	domain.TypeLimitChanged:   {sameShape},
-	domain.TypeSelfExcluded:   {sameShape},
-	domain.TypeFundsDeposited: {sameShape},
-	domain.TypeFundsWithdrawn: {sameShape},
-	domain.TypeBlockClosed:    {sameShape},
+	// whose absence reads as the weekly period of version 1. Version 3
+	// may seal the subject and the reason.
+	domain.TypeAccountOpened:  {sameShape, sameShape},
+	domain.TypeLimitChanged:   {sameShape, sameShape},
+	domain.TypeSelfExcluded:   {sameShape, sameShape},
+	domain.TypeFundsDeposited: {sameShape, sameShape},
+	domain.TypeFundsWithdrawn: {sameShape, sameShape},
+	domain.TypeBlockClosed:    {sameShape, sameShape},
+	// Version 2 of these may seal the staff subjects, reasons and
+	// references they carry: same keys, same shape.
+	domain.TypeSelfExcludedUntil:  {sameShape},
+	domain.TypePlayerBanned:       {sameShape},
+	domain.TypeBanLifted:          {sameShape},
+	domain.TypeSalesSuspended:     {sameShape},
+	domain.TypeSalesResumed:       {sameShape},
+	domain.TypeAccountClosed:      {sameShape},
+	domain.TypeAccountReopened:    {sameShape},
+	domain.TypeAdjustmentProposed: {sameShape},
+	domain.TypeAdjustmentApproved: {sameShape},
+	domain.TypeAdjustmentRejected: {sameShape},
+	// Version 2 seals the subject and adds its pseudonym, subject_ref.
+	domain.TypeTokenRevoked: {sameShape},
+	// Version 2 adds the proposal it approves (erasure, proposed_by): a
+	// version 1 erasure was recorded at once, without one.
+	domain.TypePersonalDataErased: {sameShape},
 }
 
 // sameShape upcasts a payload whose new version only added optional fields.

@@ -131,19 +131,7 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 	if cfg.Rate > 0 {
 		openLoop(ctx, cfg, players, start, &wg, play)
 	} else {
-		for p, player := range players {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				// Player p plays plays p, p+n, p+2n…: exactly its funded
-				// share, within its weekly limits, whatever the others' pace.
-				for i := p; i < cfg.Plays && ctx.Err() == nil; i += len(players) {
-					if !play(i, player, time.Now()) {
-						return
-					}
-				}
-			}()
-		}
+		closedLoop(ctx, cfg, players, &wg, play)
 	}
 	wg.Wait()
 	res.Elapsed = time.Since(start)
@@ -154,10 +142,41 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if cfg.Snapshots != nil {
+	res.splitTimings(cfg.Snapshots, clicks, commits)
+	// Sold-out blocks close once their last play settles; wait for that so
+	// that the stream left behind reveals their seeds to the audit.
+	if err := waitClosed(ctx, w, 30*time.Second); err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// closedLoop has every player play as fast as the writer answers: player
+// p plays plays p, p+n, p+2n…, exactly its funded share, within its
+// weekly limits, whatever the others' pace. It stops a player's plays
+// once one fails.
+func closedLoop(ctx context.Context, cfg SimConfig, players []string, wg *sync.WaitGroup, play func(int, string, time.Time) bool) {
+	for p, player := range players {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := p; i < cfg.Plays && ctx.Err() == nil; i += len(players) {
+				if !play(i, player, time.Now()) {
+					return
+				}
+			}
+		}()
+	}
+}
+
+// splitTimings splits each command's latency by the snapshot phase it
+// was clicked in (when snapshots observes them) and into its parts
+// (commits, the writer's), then sorts every list for its percentiles.
+func (res *SimResult) splitTimings(snapshots SnapshotTimeline, clicks []time.Time, commits []CommitTiming) {
+	if snapshots != nil {
 		res.CommandLatenciesBySnapshot = map[SnapshotPhase][]time.Duration{}
 		for i, d := range res.CommandLatencies {
-			p := cfg.Snapshots.At(clicks[i])
+			p := snapshots.At(clicks[i])
 			res.CommandLatenciesBySnapshot[p] = append(res.CommandLatenciesBySnapshot[p], d)
 		}
 		for _, l := range res.CommandLatenciesBySnapshot {
@@ -176,12 +195,6 @@ func Simulate(ctx context.Context, w *Writer, cfg SimConfig) (*SimResult, error)
 	for _, l := range [][]time.Duration{res.Latencies, res.CommandLatencies, res.CommandQueued, res.CommandHeld, res.CommandCommitted, res.CommandOutside} {
 		slices.Sort(l)
 	}
-	// Sold-out blocks close once their last play settles; wait for that so
-	// that the stream left behind reveals their seeds to the audit.
-	if err := waitClosed(ctx, w, 30*time.Second); err != nil {
-		return nil, err
-	}
-	return res, nil
 }
 
 // openLoop starts play i when it is due, at cfg.Rate plays a second from

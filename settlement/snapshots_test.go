@@ -71,7 +71,8 @@ func (sw *snapshotWorld) start(t *testing.T, dir string, withSnapshots bool) *no
 
 // beforeSnapshot records, at T0, what must carry across a snapshot: a
 // stake limit nearly used, a raise not yet in force, plays in progress
-// (one with two throws made), remembered keys and a block a quarter sold.
+// (one with two throws made), remembered keys, a block a quarter sold and
+// a suspension of sales in force beside one resumed.
 func beforeSnapshot(t *testing.T, w *Writer) {
 	lim, low, high := domain.Amount(300), domain.Amount(100), domain.Amount(500)
 	exec(t, w, domain.CreateEmission{Price: 100, Blocks: 1})
@@ -87,7 +88,13 @@ func beforeSnapshot(t *testing.T, w *Writer) {
 	play := r.Events[0].(*domain.StakePlaced).Play
 	exec(t, w, domain.MakeThrow{Player: "p2", Play: play, Throw: 1})
 	exec(t, w, domain.MakeThrow{Player: "p2", Play: play, Throw: 2})
+	exec(t, w, domain.SuspendSales{Scope: "price:2.00", Reason: "screen fault", By: staff})
+	exec(t, w, domain.SuspendSales{Scope: "price:0.50", Reason: "screen fault", By: staff})
+	exec(t, w, domain.ResumeSales{Suspension: "S2", Reason: "fixed", By: staff})
 }
+
+// staff is the operator who suspends and resumes sales in the tests.
+var staff = &domain.Actor{Role: domain.RoleOperator, Subject: "alice"}
 
 // commandAnswer is what a command got: its events, the first result of a retried
 // key, or its refusal.
@@ -131,10 +138,14 @@ func afterSnapshot(t *testing.T, sw *snapshotWorld, n *node) ([]commandAnswer, [
 	sw.at(snapT0.Add(25 * time.Hour))
 	do(domain.PlaceStake{Player: "raise", Stake: 100, Key: "r3"}) // the raise is in force
 	sw.at(snapT0.Add(7*24*time.Hour + time.Minute))
-	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l5"}) // the window has rolled
-	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l1"}) // a key forgotten: a new stake
-	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l5"}) // a retry of a key recorded since
-	for i := range 6 {                                          // the block sells out
+	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l5"})                           // the window has rolled
+	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l1"})                           // a key forgotten: a new stake
+	do(domain.PlaceStake{Player: "lim", Stake: 100, Key: "l5"})                           // a retry of a key recorded since
+	do(domain.PlaceStake{Player: "p3", Stake: 200, Key: "p3-2€"})                         // refused: suspended
+	do(domain.SuspendSales{Scope: "price:2", Reason: "screen fault", By: staff})          // a retry: S1
+	do(domain.ResumeSales{Suspension: "S2", Reason: "again", By: staff})                  // refused: resumed already
+	do(domain.SuspendSales{Scope: "price:0.50", Reason: "screen fault again", By: staff}) // S3
+	for i := range 6 {                                                                    // the block sells out
 		do(domain.PlaceStake{Player: "p3", Stake: 100, Key: fmt.Sprint("p3-", i)})
 	}
 	var plays []string
@@ -210,8 +221,8 @@ func TestAWriterFromASnapshotDecidesAsOneThatReplayedEverything(t *testing.T) {
 			refused++
 		}
 	}
-	if refused != 5 || !bytes.Equal(stateA, stateB) {
-		t.Fatalf("%d refusals (want 5: conflict, two limits, no block twice); states of %d and %d bytes", refused, len(stateA), len(stateB))
+	if refused != 7 || !bytes.Equal(stateA, stateB) {
+		t.Fatalf("%d refusals (want 7: conflict, two limits, no block twice, suspended, resumed already); states of %d and %d bytes", refused, len(stateA), len(stateB))
 	}
 	// and the full replay of the snapshot's stream agrees with both
 	if replayed, _ := streamState(t, a); !bytes.Equal(replayed, stateA) {

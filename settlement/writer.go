@@ -9,11 +9,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/snapshot"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Record is one event as the writer hands it to the log: the fact, the time
@@ -66,6 +73,14 @@ type Config struct {
 	// Sealer seals new blocks' seeds and opens those of blocks still open
 	// at start.
 	Sealer *Sealer
+	// Personal, when set, seals the personal fields of every command
+	// before it is decided (domain.SealCommand), so that neither the
+	// stream nor the ledger holds them in clear, and destroys a person's
+	// data key once their erasure is durable: after the approval, and for
+	// every erasure the ledger keeps whose key the bucket still holds,
+	// when the writer opens and after each approval. Nil leaves them in
+	// clear.
+	Personal Personal
 	// AbandonAfter is how long a play may wait for its player's next throw
 	// before the system completes and settles it (default 10 minutes).
 	AbandonAfter time.Duration
@@ -316,6 +331,10 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 		}
 		decks++
 	}
+	reseals, err := w.reseals()
+	if err != nil {
+		return nil, err
+	}
 	if decks > 0 {
 		// A start waits for it: a deck is rebuilt from its seed, a
 		// whole block's shuffle and Merkle tree, whatever the history's
@@ -351,7 +370,70 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 			return nil, fmt.Errorf("adopt settings %s: %w", cfg.Settings.Version, err)
 		}
 	}
+	if err := w.reseal(ctx, reseals); err != nil {
+		w.Close()
+		return nil, err
+	}
+	w.finishErasuresAtOpen(ctx)
 	return w, nil
+}
+
+// destroyTimeout bounds the destruction of erased data keys: a bucket that
+// does not answer must not keep the writer from opening, nor an approval
+// from being answered.
+const destroyTimeout = 10 * time.Second
+
+// finishErasuresAtOpen destroys the data keys of the erasures the ledger
+// keeps that the bucket still holds (a crash between an erasure and its
+// key's destruction), and logs what it could not.
+func (w *Writer) finishErasuresAtOpen(ctx context.Context) {
+	if w.cfg.Personal == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, destroyTimeout)
+	defer cancel()
+	if err := w.finishErasures(ctx); err != nil {
+		w.cfg.Logger.Error("erasures recorded whose data keys are still held: destroyed when the writer next opens or records an erasure", "err", err)
+	}
+}
+
+// reseal records the seeds resealed under a new master key (reseals).
+func (w *Writer) reseal(ctx context.Context, reseals []domain.ResealSeeds) error {
+	for _, c := range reseals {
+		if _, err := w.Execute(ctx, c); err != nil {
+			return fmt.Errorf("reseal block seeds under master key %s: %w", c.MasterKeyID, err)
+		}
+		w.cfg.Logger.Info("block seeds resealed", "master_key_id", c.MasterKeyID, "blocks", len(c.Seeds))
+	}
+	return nil
+}
+
+// reseals lists, in commands of at most domain.ResealSeedsMax, the seeds
+// of blocks not yet closed that only an older master key opens, sealed
+// again under the Sealer's key: once they are recorded, the old key can
+// be destroyed. It reads the ledger before the loop runs.
+func (w *Writer) reseals() ([]domain.ResealSeeds, error) {
+	var out []domain.ResealSeeds
+	ids := slices.Sorted(maps.Keys(w.ledger.Blocks))
+	for _, id := range ids {
+		b := w.ledger.Blocks[id]
+		if b.State == domain.BlockStateClosed {
+			continue
+		}
+		sealed, moved, err := w.cfg.Sealer.Reseal(b.SealedSeed, b.Commitment.SeedHash)
+		if err != nil {
+			return nil, fmt.Errorf("block %s: %w", b.ID, err)
+		}
+		if !moved {
+			continue
+		}
+		if len(out) == 0 || len(out[len(out)-1].Seeds) == domain.ResealSeedsMax {
+			out = append(out, domain.ResealSeeds{MasterKeyID: w.cfg.Sealer.KeyID()})
+		}
+		last := &out[len(out)-1]
+		last.Seeds = append(last.Seeds, domain.ResealedSeed{Block: b.ID, SealedSeed: sealed})
+	}
+	return out, nil
 }
 
 // reopenDeck unseals the seed of a block not yet closed and, unless the
@@ -406,6 +488,26 @@ func (w *Writer) LastSeq() uint64 {
 // returns a *domain.Error for a refusal (nothing recorded), ErrStopped once
 // the writer has stopped, or the context's error.
 func (w *Writer) Execute(ctx context.Context, cmd domain.Command) (Result, error) {
+	if w.cfg.Personal == nil {
+		return w.execute(ctx, cmd)
+	}
+	// Sealed here, in the caller's goroutine: a person's first key is
+	// made in the store, never in the loop that serves every player.
+	sealed, err := domain.SealCommand(cmd, w.cfg.Personal)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := w.erasable(ctx, cmd, sealed); err != nil {
+		return Result{}, err
+	}
+	res, err := w.execute(ctx, sealed)
+	if err == nil {
+		err = w.destroyErased(ctx, cmd, sealed, res)
+	}
+	return res, err
+}
+
+func (w *Writer) execute(ctx context.Context, cmd domain.Command) (Result, error) {
 	if c, ok := cmd.(domain.CreateEmission); ok && c.First == nil {
 		// Building a deck takes about a second: do it here, in the
 		// caller's goroutine, not in the loop that serves every player.
@@ -416,7 +518,118 @@ func (w *Writer) Execute(ctx context.Context, cmd domain.Command) (Result, error
 		c.First = p
 		cmd = c
 	}
-	return w.submit(ctx, request{ctx: ctx, cmd: cmd, reply: make(chan reply, 1)})
+	ctx, span := tracer.Start(ctx, "writer.execute")
+	defer span.End()
+	// Naming the command costs a formatting: only for a span kept.
+	if span.IsRecording() {
+		span.SetAttributes(commandAttr(cmd))
+	}
+	res, err := w.submit(ctx, request{ctx: ctx, cmd: cmd, reply: make(chan reply, 1)})
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return res, err
+}
+
+// Personal seals personal fields and destroys data keys: the keyring
+// (personal.Keyring) the writer shares with the readers of its process.
+type Personal interface {
+	domain.PersonalSealer
+	// Erasable records whose a data key is, so that Destroy finds the
+	// entry naming it as the person's from the key's id alone.
+	Erasable(ctx context.Context, keyID string, o domain.Owner) error
+	// Destroy destroys a data key and the entry naming it as o's (or as
+	// the person's Erasable recorded); a key gone already is no error.
+	Destroy(ctx context.Context, keyID string, o domain.Owner) error
+	// Holds reports whether the store still holds a data key.
+	Holds(ctx context.Context, keyID string) (bool, error)
+}
+
+// erasable prepares the data key of a proposed erasure for its
+// destruction by its id alone: the approval names only the key, and a
+// staff subject never reaches the stream.
+func (w *Writer) erasable(ctx context.Context, orig, sealed domain.Command) error {
+	c, ok := sealed.(domain.ErasePersonalData)
+	if !ok || c.KeyID == "" {
+		return nil
+	}
+	o := orig.(domain.ErasePersonalData)
+	return w.cfg.Personal.Erasable(ctx, c.KeyID, domain.Owner{Player: o.Player, Subject: o.Subject})
+}
+
+// destroyErased destroys data keys once the erasures naming them are
+// durable: after an approval, every key of an erasure the ledger keeps
+// that the bucket still holds (this one's, and any an earlier failure
+// left); after a proposal for a player erased already, which records
+// nothing, the key the proposal named (a data keys bucket restored from
+// before the erasure holds it again). The key goes after the event, so
+// that a key is never destroyed without the stream saying whose and why.
+func (w *Writer) destroyErased(ctx context.Context, orig, sealed domain.Command, res Result) error {
+	// The erasure is recorded whatever the caller does now.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), destroyTimeout)
+	defer cancel()
+	switch c := sealed.(type) {
+	case domain.ApproveErasure:
+		// Not ready rather than failed: the approval, asked again, is
+		// answered as recorded and finishes the destruction.
+		if err := w.finishErasures(ctx); err != nil {
+			return fmt.Errorf("%w: erasure recorded, but its data key is not destroyed yet: approve it again to finish (the writer also does when it next opens or records an erasure): %w", ErrNotReady, err)
+		}
+	case domain.ErasePersonalData:
+		if c.KeyID == "" || len(res.Events) > 0 || res.Replay != nil {
+			return nil
+		}
+		o := orig.(domain.ErasePersonalData)
+		if err := w.cfg.Personal.Destroy(ctx, c.KeyID, domain.Owner{Player: o.Player, Subject: o.Subject}); err != nil {
+			return fmt.Errorf("the data key %s of an erased player is not destroyed: %w", c.KeyID, err)
+		}
+	}
+	return nil
+}
+
+// finishErasures destroys the data keys of the erasures the ledger keeps
+// (approved within the idempotency window) that the bucket still holds.
+// It takes the ledger's list between two commands and waits until every
+// event applied by then is durable: an erasure still committing may yet
+// fail, and its key must outlive it then.
+func (w *Writer) finishErasures(ctx context.Context) error {
+	var keys []domain.ErasedKey
+	var tail *appendDone
+	if err := w.Inspect(ctx, func(l *domain.Ledger) { keys, tail = l.ErasedKeys(), w.tail }); err != nil {
+		return err
+	}
+	select {
+	case <-tailDone(tail):
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if tail != nil && tail.err != nil {
+		return tail.err
+	}
+	var errs []error
+	for _, k := range keys {
+		held, err := w.cfg.Personal.Holds(ctx, k.KeyID)
+		if err == nil && held {
+			if err = w.cfg.Personal.Destroy(ctx, k.KeyID, domain.Owner{Player: k.Player}); err == nil {
+				w.cfg.Logger.Info("data key of an erasure destroyed", "key_id", k.KeyID)
+			}
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("data key %s: %w", k.KeyID, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tracer makes the writer's spans: a command's wait for the loop, its
+// decision and its commit, so that a slow answer shows where it waited.
+// It does nothing unless serve was given an OTLP endpoint.
+var tracer = otel.Tracer("github.com/fdj/tresor/settlement")
+
+// commandAttr names a command's type for a span: never its fields, which
+// name players and amounts.
+func commandAttr(cmd domain.Command) attribute.KeyValue {
+	return attribute.String("tresor.command", strings.TrimPrefix(fmt.Sprintf("%T", cmd), "domain."))
 }
 
 // Inspect runs fn on the writer's loop with its ledger, between two
@@ -572,9 +785,11 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 		}
 		cmd = c
 	}
+	_, decide := tracer.Start(ctx, "writer.decide")
 	now := w.now()
 	d, err := domain.Decide(w.ledger, now, cmd)
 	if err != nil || d.Replay != nil || len(d.Events) == 0 {
+		decide.End()
 		w.answerAfterTail(out, reply{res: Result{Replay: d.Replay}, err: err})
 		return
 	}
@@ -600,19 +815,24 @@ func (w *Writer) handle(ctx context.Context, cmd domain.Command, out chan<- repl
 	if w.snap != nil {
 		w.snap.push(tail)
 	}
+	decide.End()
+	_, commit := tracer.Start(ctx, "writer.commit", trace.WithAttributes(attribute.Int("tresor.events", len(recs))))
 	w.appends.Add(1)
 	// The answer is sent from the log's callback: out is buffered, so
 	// nothing there blocks, and no goroutine waits per command.
 	w.log.Append(context.WithoutCancel(ctx), recs, func(r AppendResult) {
 		defer w.appends.Done()
 		defer close(tail.done)
+		defer commit.End()
 		if r.Err != nil {
+			commit.SetStatus(codes.Error, r.Err.Error())
 			w.fail(fmt.Errorf("append %s: %w", d.Events[0].EventType(), r.Err))
 			tail.err = w.Err()
 			out <- reply{err: tail.err}
 			return
 		}
 		tail.seqs = r.Seqs
+		commit.SetAttributes(attribute.Int64("tresor.seq.first", int64(r.Seqs[0])), attribute.Int64("tresor.seq.last", int64(r.Seqs[len(r.Seqs)-1])))
 		w.mu.Lock()
 		if s := r.Seqs[len(r.Seqs)-1]; s > w.lastSeq {
 			w.lastSeq = s

@@ -367,6 +367,7 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 	acked := map[string]int{} // play → throws acknowledged
 	var wg sync.WaitGroup
 	var stakes atomic.Int32
+	crashed := make(chan struct{})
 	for _, p := range players {
 		wg.Add(1)
 		go func() {
@@ -381,7 +382,10 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 				acked[play] = 0
 				mu.Unlock()
 				if stakes.Add(1) == 400 {
-					go n.crash()
+					go func() {
+						n.crash()
+						close(crashed)
+					}()
 				}
 				for range domain.ThrowCount {
 					if _, err := n.w.Execute(context.Background(), domain.MakeThrow{Player: p, Play: play}); err != nil {
@@ -395,6 +399,9 @@ func TestCrashLosesNothingAcknowledged(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	// The players stop at the first refusal, while the crash may still be
+	// closing the store: the data directory is free once it has.
+	<-crashed
 	// when the writer restarts on the same data
 	n = startNode(t, dir, func(c *Config) { c.AbandonAfter = 200 * time.Millisecond })
 	// then every acknowledged play is there, and the system completes the

@@ -31,7 +31,7 @@ import (
 // BucketDefault is the JetStream Object Store bucket that keeps
 // snapshots, next to the stream: a snapshot lives and is replicated with
 // the stream it summarises, never in a side file.
-const BucketDefault = "TRESOR_SNAPSHOTS"
+const BucketDefault = eventstore.SnapshotBucketDefault
 
 // OrphanChunkAgeDefault is the default Config.OrphanChunkAge: far beyond
 // the time one part (at most PartBytesMax) takes at the slowest pace,
@@ -77,7 +77,9 @@ func unavailable(err error) error {
 }
 
 // passing reports an error that a later try may not meet: a request that
-// timed out or found no responder, or JetStream answering that it is
+// timed out or found no responder, one sent while the connection
+// reconnects (a connection that buffers nothing meanwhile, as a cluster's
+// serve's, refuses it at once), or JetStream answering that it is
 // temporarily unavailable (a cluster electing). A consumer's message that
 // says so carries only the server's description in a 503 status, which
 // nats.go hands on as the error's text.
@@ -88,6 +90,7 @@ func passing(err error) bool {
 	}
 	return errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrConnectionReconnecting) ||
+		errors.Is(err, nats.ErrReconnectBufExceeded) ||
 		(err != nil && strings.Contains(err.Error(), clusterNotAvailableText))
 }
 
@@ -155,6 +158,10 @@ type Config struct {
 	// The first section's lines are at Info (a start waits for them),
 	// the other sections' at Debug (they load after the start).
 	Logger *slog.Logger
+	// ReadOnly opens an existing bucket as it is, creating or changing
+	// nothing, as a read-only user may (eventstore.ReaderAccess): the
+	// bucket is then only read.
+	ReadOnly bool
 }
 
 // Bucket keeps authenticated snapshots in a JetStream Object Store, next
@@ -243,6 +250,11 @@ func openBucket(ctx context.Context, store *eventstore.NATSStore, cfg Config) (j
 	name := objectStreamPrefix + cfg.Bucket
 	st, err := js.Stream(ctx, name)
 	switch {
+	case cfg.ReadOnly && err == nil:
+		os, err := js.ObjectStore(ctx, cfg.Bucket)
+		return os, st, err
+	case cfg.ReadOnly:
+		return nil, nil, err
 	case errors.Is(err, jetstream.ErrStreamNotFound) && cfg.Replicas <= 1:
 		// The Object Store's own stream configuration, with the persist
 		// mode its configuration has no field for.

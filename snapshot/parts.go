@@ -6,6 +6,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -392,28 +393,89 @@ func (b *Bucket) info(ctx context.Context, name string) (*jetstream.ObjectInfo, 
 	return b.os.GetInfo(ctx, name)
 }
 
+// getBytes reads the object name whole (getObject).
+func (b *Bucket) getBytes(ctx context.Context, name string) ([]byte, error) {
+	info, err := b.info(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	return b.getObject(ctx, info)
+}
+
+// getObject reads the object of info whole, through an ordered pull
+// consumer on its chunks, and checks its size and digest as the Object
+// Store's GetBytes does. GetBytes reads through a push consumer, whose
+// messages never reach a read-only user in another account than the
+// bucket's (eventstore.ReaderAccess): a backup reads the snapshots as
+// such a user when serve runs, and serve's loads read them the same way.
+func (b *Bucket) getObject(ctx context.Context, info *jetstream.ObjectInfo) ([]byte, error) {
+	data := make([]byte, 0, info.Size)
+	if info.Chunks > 0 {
+		cons, err := b.stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{b.chunkPrefix + info.NUID}, InactiveThreshold: objectReadIdle})
+		if err != nil {
+			return nil, err
+		}
+		for got := 0; got < int(info.Chunks); {
+			batch, err := cons.Fetch(int(info.Chunks)-got, jetstream.FetchContext(ctx))
+			if err != nil {
+				return nil, err
+			}
+			for m := range batch.Messages() {
+				data = append(data, m.Data()...)
+				got++
+			}
+			if err := batch.Error(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	sum := sha256.Sum256(data)
+	if uint64(len(data)) != info.Size || info.Digest != "SHA-256="+base64.URLEncoding.EncodeToString(sum[:]) {
+		return nil, fmt.Errorf("object %s: %d bytes read, %d described: %w", info.Name, len(data), info.Size, jetstream.ErrDigestMismatch)
+	}
+	return data, nil
+}
+
+// objectReadIdle is how long the server keeps an object's consumer once
+// its reader stops asking: a reader may not delete it.
+const objectReadIdle = 30 * time.Second
+
 // manifest reads and authenticates the manifest of the snapshot name,
 // whose object info is info; a manifest that fails is ErrRefused.
 func (b *Bucket) manifest(ctx context.Context, name string, info *jetstream.ObjectInfo) (*manifestData, error) {
+	_, m, err := b.manifestBytes(ctx, name, info)
+	return m, err
+}
+
+// manifestBytes is manifest, with the manifest's bytes as stored.
+func (b *Bucket) manifestBytes(ctx context.Context, name string, info *jetstream.ObjectInfo) ([]byte, *manifestData, error) {
 	v, ok := info.Metadata[manifestKey]
 	if !ok {
 		// Builds before the manifests stored a snapshot as one object,
 		// which no build reads any more: skipped like any other refused.
-		return nil, fmt.Errorf("%w: %s: not a manifest (a snapshot stored as one object by an older build)", ErrRefused, name)
+		return nil, nil, fmt.Errorf("%w: %s: not a manifest (a snapshot stored as one object by an older build)", ErrRefused, name)
 	}
 	if v != manifestVersion {
-		return nil, fmt.Errorf("%w: %s: manifest version %s, this build reads %s", ErrRefused, name, v, manifestVersion)
+		return nil, nil, fmt.Errorf("%w: %s: manifest version %s, this build reads %s", ErrRefused, name, v, manifestVersion)
 	}
 	// A manifest is small: a read that does not end within a request's
 	// time is a passing error, tried again, and not a wait as long as
 	// the caller's.
 	rctx, cancel := b.reqCtx(ctx)
-	mb, err := b.os.GetBytes(rctx, name)
+	mb, err := b.getObject(rctx, info)
 	cancel()
 	if err != nil {
-		return nil, refused(err, "read %s", name)
+		return nil, nil, refused(err, "read %s", name)
 	}
-	if !hmac.Equal([]byte(b.manifestMAC(name, mb)), []byte(info.Metadata[macKey])) {
+	m, err := b.checkManifest(name, mb, info.Metadata[macKey])
+	return mb, m, err
+}
+
+// checkManifest authenticates the manifest mb of the snapshot name with
+// its MAC and parses it; a manifest that fails is ErrRefused.
+func (b *Bucket) checkManifest(name string, mb []byte, mac string) (*manifestData, error) {
+	if !hmac.Equal([]byte(b.manifestMAC(name, mb)), []byte(mac)) {
 		return nil, fmt.Errorf("%w: %s: manifest authentication fails (altered or written under another key)", ErrRefused, name)
 	}
 	var m manifestData
@@ -492,7 +554,7 @@ func (b *Bucket) fetchParts(ctx context.Context, name string, m *manifestData, s
 		var res partResult
 		pn := partName(name, m.ID, i)
 		t := time.Now()
-		res.data, res.err = b.os.GetBytes(ctx, pn)
+		res.data, res.err = b.getBytes(ctx, pn)
 		fetching += time.Since(t)
 		bytes += len(res.data)
 		switch {

@@ -22,6 +22,7 @@ import (
 	"github.com/fdj/tresor/internal/bench"
 	"github.com/fdj/tresor/projections/memstore"
 	"github.com/fdj/tresor/projections/pgstore"
+	"github.com/fdj/tresor/settlement"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -197,6 +198,20 @@ type auditOutput struct {
 	YardstickRatio *float64 `json:"events_per_second_over_yardstick,omitempty"` // float-ok: a ratio
 }
 
+// firstSealKey refuses a key derived from the data directory's key file
+// that is not the one the seals start with: after a rotation that file
+// holds a later key, and the audit would report every early seal.
+func firstSealKey(ctx context.Context, store *eventstore.NATSStore, pub ed25519.PublicKey) error {
+	keys, err := store.SealKeys(ctx, settlement.Chain)
+	if err != nil {
+		return err
+	}
+	if keys.First != "" && keys.First != eventstore.KeyID(pub) {
+		return usagef("--public-key: the seals start with key %s and the key file holds %s, a key they rotated to: give the first public key", keys.First, eventstore.KeyID(pub))
+	}
+	return nil
+}
+
 // runAudit opens the source, feeds the auditor, shows progress and builds
 // the report.
 func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.PublicKey, progress io.Writer) (*auditOutput, error) {
@@ -220,6 +235,11 @@ func runAudit(ctx context.Context, cfg *Config, o auditOptions, pub ed25519.Publ
 		return nil, err
 	}
 	defer st.Close()
+	if o.publicKey == "" && o.fromSeal == 0 {
+		if err := firstSealKey(ctx, st.store, pub); err != nil {
+			return nil, err
+		}
+	}
 	out := &auditOutput{Source: "nats " + redactURL(cfg.NATSURL)}
 	if cfg.NATSURL == "" {
 		out.Source = "data " + cfg.Data
@@ -444,8 +464,8 @@ func (r *auditOutput) print(w io.Writer) error {
 	for _, p := range r.Prices {
 		fmt.Fprintf(tw, "  %s €\t%d blocks, %d plays, stakes %s €, prizes %s €\n", p.Price, p.Blocks, p.Plays, p.Stakes, p.Prizes)
 	}
-	fmt.Fprintf(tw, "money\tdeposits %s €, withdrawals %s €, stakes %s €, prizes %s €; players hold %s €\n",
-		r.Deposits, r.Withdrawals, r.Stakes, r.Prizes, r.PlayersBalance)
+	fmt.Fprintf(tw, "money\tdeposits %s €, withdrawals %s €, stakes %s €, prizes %s €, adjustments %s €; players hold %s €\n",
+		r.Deposits, r.Withdrawals, r.Stakes, r.Prizes, r.Adjustments, r.PlayersBalance)
 	fmt.Fprintf(tw, "elapsed\t%.2f s (%.0f events/s)\n", r.ElapsedSeconds, r.EventsPerSecond)
 	if r.Yardstick != nil {
 		fmt.Fprintf(tw, "yardstick\t%.0f events/s in a raw ordered read of the same range; the audit at %.2f of it\n", *r.Yardstick, *r.YardstickRatio)

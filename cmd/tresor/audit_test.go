@@ -16,6 +16,7 @@ import (
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/settlement"
 	"github.com/jackc/pgx/v5"
+	natsserver "github.com/nats-io/nats-server/v2/server"
 )
 
 // auditJSON is the part of audit's --json report the tests read.
@@ -293,17 +294,27 @@ func TestRegulatorAuditsWithTheReadOnlyUser(t *testing.T) {
 	}
 }
 
+// regulatorServer runs a nats-server with the users of docs/export.md and
+// returns it with the operator's and the regulator's URLs. It sets the
+// environment: its test cannot run in parallel.
+func regulatorServer(t *testing.T) (srv *natsserver.Server, operator, regulator string) {
+	t.Helper()
+	t.Setenv("TRESOR_NATS_PASSWORD", "operator-secret")
+	t.Setenv("REGULATOR_NATS_PASSWORD", "regulator-secret")
+	srv = startAuthServer(t, regulatorConf(t))
+	addr := srv.Addr().String()
+	operator = (&url.URL{Scheme: "nats", User: url.UserPassword("tresor", "operator-secret"), Host: addr}).String()
+	regulator = (&url.URL{Scheme: "nats", User: url.UserPassword("regulator", "regulator-secret"), Host: addr}).String()
+	return srv, operator, regulator
+}
+
 // regulatorStream runs a nats-server with the users of docs/export.md and
 // writes a stream of 30 plays through the real write path as the
 // operator. It returns the operator's and the regulator's URLs and the
 // seal key file.
 func regulatorStream(t *testing.T) (operator, regulator, sealKey string) {
 	t.Helper()
-	t.Setenv("TRESOR_NATS_PASSWORD", "operator-secret")
-	t.Setenv("REGULATOR_NATS_PASSWORD", "regulator-secret")
-	addr := runAuthServer(t, regulatorConf(t))
-	operator = (&url.URL{Scheme: "nats", User: url.UserPassword("tresor", "operator-secret"), Host: addr}).String()
-	regulator = (&url.URL{Scheme: "nats", User: url.UserPassword("regulator", "regulator-secret"), Host: addr}).String()
+	_, operator, regulator = regulatorServer(t)
 	sealKey = writeKey(t, ed25519.SeedSize)
 	if _, stderr, code := run(t, "simulate", "--nats", operator, "--master-key-file", writeKey(t, settlement.MasterKeySize),
 		"--seal-key-file", sealKey, "--plays", "30", "--players", "5", "--quiet"); code != 0 {

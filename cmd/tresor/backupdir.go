@@ -16,7 +16,8 @@ import (
 
 // A backup directory (docs/backup.md): parts, each an export of a range of
 // the stream (events-000001.ndjson, ...), the keys encrypted with age
-// (keys.age), and manifest.json, which says what each file holds and
+// (keys.age), the data keys (datakeys-<hash>.ndjson), the snapshots, and
+// manifest.json, which says what each file holds and
 // where the backup ends. The manifest is replaced whole, after the files
 // it names are on disk, so that a backup killed midway leaves the one
 // before it as it was.
@@ -48,6 +49,15 @@ type backupManifest struct {
 	Settings json.RawMessage `json:"settings,omitempty"`
 	// Keys is the encrypted key file, when a backup wrote one.
 	Keys *backupKeys `json:"keys,omitempty"`
+	// Snapshots are the newest snapshots of each kind at or before the
+	// last part's end, when the backup could copy them.
+	Snapshots []backupSnapshot `json:"snapshots,omitempty"`
+	// DataKeys are the entries of the stream's data keys bucket, or why
+	// the last run carried none.
+	DataKeys *backupDataKeys `json:"data_keys,omitempty"`
+	// Logs are the bounded logs beside the stream, by name
+	// ("significant", "access"), or why the last run copied none.
+	Logs map[string]*backupLog `json:"logs,omitempty"`
 }
 
 // backupPart is one export file of the backup: the stream from
@@ -180,10 +190,14 @@ func fileSHA256(dir, name string) (string, int64, error) {
 }
 
 // checkFiles recomputes the SHA-256 of every file the manifest names,
-// parts up to the one holding sequence upTo (0: all), and names the first
-// that does not match.
-func (m *backupManifest) checkFiles(dir string, upTo uint64, keys bool) error {
+// parts, snapshots, data keys, logs and, with keys, the key file, and names the
+// first that does not match. Every part is checked, those past a point to
+// restore to included: the restore reads their erasures.
+func (m *backupManifest) checkFiles(dir string, keys bool) error {
 	check := func(name, want string, size int64) error {
+		if filepath.Base(name) != name {
+			return fmt.Errorf("backup file %q: not a file of the backup directory", name)
+		}
 		got, n, err := fileSHA256(dir, name)
 		switch {
 		case err != nil:
@@ -197,9 +211,19 @@ func (m *backupManifest) checkFiles(dir string, upTo uint64, keys bool) error {
 		if err := check(p.File, p.SHA256, p.Bytes); err != nil {
 			return err
 		}
-		if upTo != 0 && p.LastSequence >= upTo {
-			break
+	}
+	for _, s := range m.Snapshots {
+		if err := check(s.File, s.SHA256, s.Bytes); err != nil {
+			return err
 		}
+	}
+	if dk := m.DataKeys; dk != nil && dk.File != "" {
+		if err := check(dk.File, dk.SHA256, dk.Bytes); err != nil {
+			return err
+		}
+	}
+	if err := m.checkLogFiles(check); err != nil {
+		return err
 	}
 	if keys {
 		if m.Keys == nil {

@@ -206,14 +206,19 @@ func openBackupKeys(dir string, k keyFlags) (*backupKeySet, error) {
 	return &set, nil
 }
 
-// check refuses a key set whose sizes are wrong or whose seal key is not
-// the one the seals verify with.
-func (s *backupKeySet) check(c *Config, pub ed25519.PublicKey) error {
+// check refuses a key set whose sizes are wrong.
+func (s *backupKeySet) check(c *Config) error {
 	for _, kf := range s.keyFiles(c) {
 		if n := len(*kf.key); n != kf.size && (n != 0 || kf.key != &s.Token) {
 			return fmt.Errorf("the backup's key for %s: %d bytes, want %d", kf.path, n, kf.size)
 		}
 	}
+	return nil
+}
+
+// checkSeal refuses a key set whose seal key is not the one that seals
+// the restored chain now (pub): the restored writer would refuse it.
+func (s *backupKeySet) checkSeal(pub ed25519.PublicKey) error {
 	if got := ed25519.NewKeyFromSeed(s.Seal).Public().(ed25519.PublicKey); !got.Equal(pub) {
 		return fmt.Errorf("the backup's seal key has public key %s, the seals verify with %s: not this ledger's keys", hex.EncodeToString(got), hex.EncodeToString(pub))
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/user"
@@ -24,26 +23,15 @@ import (
 // is 200.
 func (s *server) getCSV(path, token string) ([][]string, http.Header) {
 	s.tb.Helper()
-	req, err := http.NewRequest(http.MethodGet, s.url+path, nil)
-	if err != nil {
-		s.tb.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+token)
-	req.Header.Set("Accept", "text/csv")
-	resp, err := contractClient.Do(req)
-	if err != nil {
-		s.tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK || !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/csv") {
-		s.tb.Fatalf("GET %s as CSV: %d %s %s", path, resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	status, header, b := s.getBody(path, token, "text/csv")
+	if status != http.StatusOK || !strings.HasPrefix(header.Get("Content-Type"), "text/csv") {
+		s.tb.Fatalf("GET %s as CSV: %d %s %s", path, status, header.Get("Content-Type"), b)
 	}
 	rows, err := csv.NewReader(strings.NewReader(string(b))).ReadAll()
 	if err != nil {
 		s.tb.Fatalf("GET %s: %v in %q", path, err, b)
 	}
-	return rows, resp.Header
+	return rows, header
 }
 
 // TestExclusionsAndBansThroughTheAPI drives every responsible-gaming
@@ -353,7 +341,7 @@ func TestReportSettingsAndTokenCommands(t *testing.T) {
 		Periods []int             `json:"limit_periods_days"`
 		Sources map[string]string `json:"sources"`
 	}
-	if err := json.Unmarshal([]byte(out), &s); code != 0 || err != nil || s.Version != "fr-1" || len(s.Periods) != 1 || len(s.Sources) != 6 {
+	if err := json.Unmarshal([]byte(out), &s); code != 0 || err != nil || s.Version != "fr-1" || len(s.Periods) != 1 || len(s.Sources) != 8 {
 		t.Fatalf("settings: exit %d %v %s", code, err, out)
 	}
 	bad := filepath.Join(t.TempDir(), "bad.json")

@@ -3,10 +3,13 @@ package main
 import (
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/fdj/tresor/domain"
@@ -33,9 +36,23 @@ type Config struct {
 	// MasterKeyFile holds the 32-byte key that seals block seeds; default
 	// <data>/keys/master.key, generated on first start.
 	MasterKeyFile string
+	// MasterKeyNextFile, when the file exists, holds the master key the
+	// writer reseals the open blocks' seeds under when it starts; default
+	// <data>/keys/master-next.key, never generated.
+	MasterKeyNextFile string
+	// SealKeyRevoke lists retired seal keys known compromised, as
+	// KEYID:POSITION (the first chain position whose seals by the key no
+	// longer count), with SealKeyRevokeReason: the writer records each
+	// revocation the stream does not hold yet when it starts.
+	SealKeyRevoke       []string
+	SealKeyRevokeReason string
 	// SealKeyFile holds the Ed25519 key that signs Seal events; default
 	// <data>/keys/seal.ed25519, generated on first start.
 	SealKeyFile string
+	// SealKeyNextFile, when the file exists, holds the key the writer
+	// rotates the seals to when it starts; default
+	// <data>/keys/seal-next.ed25519, never generated.
+	SealKeyNextFile string
 	// SyncInterval loosens the embedded server's fsync (0: every write is
 	// on disk before it is acknowledged, the default).
 	SyncInterval time.Duration
@@ -44,18 +61,43 @@ type Config struct {
 	// TokenKeyFile holds the 32-byte key that signs API tokens; default
 	// <data>/keys/token.key, generated on first start.
 	TokenKeyFile string
+	// TokenKeyPreviousFile is the token key a rotation replaced, whose
+	// tokens verify until TokenKeyPreviousUntil (RFC 3339) (serve).
+	TokenKeyPreviousFile  string
+	TokenKeyPreviousUntil string
+	// TokenIssuer and TokenAudience name the operator's OpenID Connect
+	// provider whose tokens serve accepts, and Tresor's audience in them;
+	// JWKSURL its key set (found by discovery when empty); TokenRoleClaim
+	// and TokenPlayerClaim the claims of the role and the player id.
+	TokenIssuer, TokenAudience, JWKSURL string
+	TokenRoleClaim, TokenPlayerClaim    string
 	// AbandonAfter is how long a play waits for its player before the
 	// system completes it.
 	AbandonAfter time.Duration
 	// SignificantMaxAge is how long the significant-event log keeps an
 	// entry.
 	SignificantMaxAge time.Duration
+	// AccessLogMaxAge is how long the access log keeps an entry.
+	AccessLogMaxAge time.Duration
 	// SignificantMaxBytes bounds the significant-event log; zero sizes it
 	// to the data directory's disk (significantBytes).
 	SignificantMaxBytes int64
+	// OTLPEndpoint is the OTLP/HTTP collector serve sends its traces to
+	// ("" sends none); TraceRatio the share of traces sent (serve).
+	OTLPEndpoint string
+	TraceRatio   float64 // float-ok: a sampling ratio, not money
+	// RevocationSkew is how far a token issuer's clock may be from the
+	// writer's: a subject's revocation covers the tokens issued up to that
+	// long after it (serve).
+	RevocationSkew time.Duration
 	// TokenRate and TokenBurst bound one token's requests (serve).
 	TokenRate  int
 	TokenBurst int
+	// VaultCosignatures is the regulator's vault's cosignatures file serve
+	// relays, VaultKey the vault's public key the regulator published, and
+	// vaultPub that key parsed (serve, docs/vault.md).
+	VaultCosignatures, VaultKey string
+	vaultPub                    ed25519.PublicKey
 	// SettingsFile is the jurisdiction's settings (limits, exclusions) the
 	// writer decides under; empty for the embedded default.
 	SettingsFile string
@@ -85,13 +127,19 @@ type Config struct {
 var env = map[string]string{
 	"data": "TRESOR_DATA", "nats": "TRESOR_NATS_URL", "database-url": "TRESOR_DATABASE_URL", "http": "TRESOR_HTTP",
 	"master-key-file": "TRESOR_MASTER_KEY_FILE", "seal-key-file": "TRESOR_SEAL_KEY_FILE",
+	"master-key-next-file": "TRESOR_MASTER_KEY_NEXT_FILE", "seal-key-next-file": "TRESOR_SEAL_KEY_NEXT_FILE",
 	"sync-interval": "TRESOR_SYNC_INTERVAL", "replicas": "TRESOR_REPLICAS", "abandon-after": "TRESOR_ABANDON_AFTER",
 	"token-key-file": "TRESOR_TOKEN_KEY_FILE", "settings": "TRESOR_SETTINGS",
 	"snapshots": "TRESOR_SNAPSHOTS", "snapshot-every": "TRESOR_SNAPSHOT_EVERY", "snapshot-interval": "TRESOR_SNAPSHOT_INTERVAL",
 	"snapshot-keep": "TRESOR_SNAPSHOT_KEEP",
 	"node-name":     "TRESOR_NODE_NAME", "lease-ttl": "TRESOR_LEASE_TTL",
 	"pipeline-depth": "TRESOR_PIPELINE_DEPTH", "batch-events": "TRESOR_BATCH_EVENTS",
-	"token-rate": "TRESOR_TOKEN_RATE", "token-burst": "TRESOR_TOKEN_BURST",
+	"token-rate": "TRESOR_TOKEN_RATE", "token-burst": "TRESOR_TOKEN_BURST", "revocation-clock-skew": "TRESOR_REVOCATION_CLOCK_SKEW",
+	"token-issuer": "TRESOR_TOKEN_ISSUER", "token-audience": "TRESOR_TOKEN_AUDIENCE", "jwks-url": "TRESOR_JWKS_URL",
+	"token-role-claim": "TRESOR_TOKEN_ROLE_CLAIM", "token-player-claim": "TRESOR_TOKEN_PLAYER_CLAIM",
+	"token-key-previous-file": "TRESOR_TOKEN_KEY_PREVIOUS_FILE", "token-key-previous-until": "TRESOR_TOKEN_KEY_PREVIOUS_UNTIL",
+	"otlp-endpoint": "TRESOR_OTLP_ENDPOINT", "trace-ratio": "TRESOR_TRACE_RATIO",
+	"vault-cosignatures": "TRESOR_VAULT_COSIGNATURES", "vault-key": "TRESOR_VAULT_KEY",
 }
 
 // envOr returns the environment variable of a flag, or def. Only redaction
@@ -222,6 +270,8 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 		fmt.Sprintf("events in one atomic batch at most, 2..%d; above %d the server's max_batch_size must allow it (the embedded server's does) ($TRESOR_BATCH_EVENTS)",
 			eventstore.CommitBatchEventsMax, eventstore.BatchEventsMax))
 	withEnv(f, "abandon-after", "pipeline-depth", "batch-events")
+	f.StringArrayVar(&c.SealKeyRevoke, "seal-key-revoke", nil, "KEYID:POSITION: a retired seal key known compromised, whose seals from that chain position no longer count; recorded at the writer's start unless the stream holds it (repeatable; docs/security.md)")
+	f.StringVar(&c.SealKeyRevokeReason, "seal-key-revoke-reason", "", "why the keys of --seal-key-revoke are revoked (required with it, at most 500 bytes)")
 	f.BoolVar(&c.Snapshots, "snapshots", true, "start from the newest verified snapshot and take new ones; false replays the whole stream at every start ($TRESOR_SNAPSHOTS)")
 	f.IntVar(&c.SnapshotEvery, "snapshot-every", 250_000, "the writer takes a snapshot after this many new events ($TRESOR_SNAPSHOT_EVERY)")
 	f.DurationVar(&c.SnapshotInterval, "snapshot-interval", 10*time.Minute, "the writer and the in-memory read models take a snapshot this long after the last if anything happened ($TRESOR_SNAPSHOT_INTERVAL)")
@@ -234,8 +284,10 @@ func bindWriterFlags(cmd *cobra.Command, c *Config) {
 func bindKeyFileFlags(cmd *cobra.Command, c *Config) {
 	f := cmd.Flags()
 	f.StringVar(&c.MasterKeyFile, "master-key-file", "", "32-byte key sealing block seeds (default <data>/keys/master.key) ($TRESOR_MASTER_KEY_FILE)")
+	f.StringVar(&c.MasterKeyNextFile, "master-key-next-file", "", "32-byte master key the writer reseals the seeds of blocks not yet closed under when it starts, if the file exists (default <data>/keys/master-next.key) ($TRESOR_MASTER_KEY_NEXT_FILE)")
 	f.StringVar(&c.SealKeyFile, "seal-key-file", "", "Ed25519 key signing Seal events (default <data>/keys/seal.ed25519) ($TRESOR_SEAL_KEY_FILE)")
-	withEnv(f, "master-key-file", "seal-key-file")
+	f.StringVar(&c.SealKeyNextFile, "seal-key-next-file", "", "Ed25519 key the writer rotates the seals to when it starts, if the file exists (default <data>/keys/seal-next.ed25519) ($TRESOR_SEAL_KEY_NEXT_FILE)")
+	withEnv(f, "master-key-file", "master-key-next-file", "seal-key-file", "seal-key-next-file")
 }
 
 // validateStore checks the flags of bindStoreFlags.
@@ -311,7 +363,31 @@ func (c *Config) Validate() error {
 	if c.SealKeyFile == "" {
 		c.SealKeyFile = filepath.Join(c.Data, "keys", "seal.ed25519")
 	}
-	return nil
+	if c.MasterKeyNextFile == "" {
+		c.MasterKeyNextFile = filepath.Join(c.Data, "keys", "master-next.key")
+	}
+	if c.SealKeyNextFile == "" {
+		c.SealKeyNextFile = filepath.Join(c.Data, "keys", "seal-next.ed25519")
+	}
+	_, err := c.revocations()
+	return err
+}
+
+// revocations parses --seal-key-revoke.
+func (c *Config) revocations() ([]eventstore.Revocation, error) {
+	if len(c.SealKeyRevoke) > 0 && (c.SealKeyRevokeReason == "" || len(c.SealKeyRevokeReason) > eventstore.RevocationReasonMax) {
+		return nil, usagef("--seal-key-revoke-reason: 1 to %d bytes, required with --seal-key-revoke", eventstore.RevocationReasonMax)
+	}
+	var out []eventstore.Revocation
+	for _, v := range c.SealKeyRevoke {
+		id, pos, _ := strings.Cut(v, ":")
+		from, err := strconv.ParseUint(pos, 10, 64)
+		if _, herr := hex.DecodeString(id); herr != nil || len(id) != 16 || err != nil || from == 0 {
+			return nil, usagef("--seal-key-revoke %q: want KEYID:POSITION, a key id of 16 hex digits and a chain position from 1", v)
+		}
+		out = append(out, eventstore.Revocation{KeyID: id, FromChainSeq: from, Reason: c.SealKeyRevokeReason})
+	}
+	return out, nil
 }
 
 // loadOrCreateKey reads a key file, or creates it with size random bytes
@@ -350,14 +426,46 @@ func (c *Config) sealKey() (ed25519.PrivateKey, error) {
 	return ed25519.NewKeyFromSeed(seed), nil
 }
 
+// sealKeyNext returns the key of SealKeyNextFile, nil when there is no
+// such file: a rotation is the operator's act of placing one.
+func (c *Config) sealKeyNext() (ed25519.PrivateKey, error) {
+	if !fileExists(c.SealKeyNextFile) {
+		return nil, nil
+	}
+	seed, err := loadOrCreateKey(c.SealKeyNextFile, ed25519.SeedSize, false)
+	if err != nil {
+		return nil, err
+	}
+	return ed25519.NewKeyFromSeed(seed), nil
+}
+
 // validateNode checks serve's own flags (cluster, rate) and fills in the
 // node's name.
 func (c *Config) validateNode() error {
+	if c.TraceRatio < 0 || c.TraceRatio > 1 {
+		return usagef("--trace-ratio %v: want a share of the traces between 0 and 1", c.TraceRatio)
+	}
 	if c.TokenRate < 1 || c.TokenBurst < 1 {
 		return usagef("--token-rate %d --token-burst %d: want a rate of at least 1 and a burst of at least 1", c.TokenRate, c.TokenBurst)
 	}
+	if c.RevocationSkew < 0 || c.RevocationSkew > time.Hour {
+		return usagef("--revocation-clock-skew %s: want 0 to 1h", c.RevocationSkew)
+	}
+	if err := c.validateIdentity(); err != nil {
+		return err
+	}
 	if c.LeaseTTL < time.Second {
 		return usagef("--lease-ttl %s: at least 1s", c.LeaseTTL)
+	}
+	if (c.VaultCosignatures == "") != (c.VaultKey == "") {
+		return usagef("--vault-cosignatures and --vault-key: give both, the vault's cosignatures file and its public key")
+	}
+	if c.VaultKey != "" {
+		pub, err := parsePublicKey(c.VaultKey)
+		if err != nil {
+			return usagef("--vault-key: %v", err)
+		}
+		c.vaultPub = pub
 	}
 	if c.NodeName == "" {
 		host, err := os.Hostname()

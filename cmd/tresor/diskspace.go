@@ -19,7 +19,8 @@ const (
 	significantBytesMax = 1 << 30
 )
 
-// significantBytes is the significant-event log's bound: --significant-max-bytes,
+// significantBytes is the bound of the significant-event log, and of the
+// access log: --significant-max-bytes,
 // or a sixteenth of the free disk under --data, between significantBytesMin
 // and significantBytesMax. JetStream reserves the whole bound against three
 // quarters of the free disk at the stream's creation: a fixed 1 GiB made a

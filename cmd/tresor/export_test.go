@@ -168,6 +168,13 @@ func regulatorConf(tb testing.TB) string {
 // port and conf's authorization, and returns its host:port.
 func runAuthServer(tb testing.TB, conf string) string {
 	tb.Helper()
+	return startAuthServer(tb, conf).Addr().String()
+}
+
+// startAuthServer is runAuthServer, returning the server, for a test that
+// stops it.
+func startAuthServer(tb testing.TB, conf string) *natsserver.Server {
+	tb.Helper()
 	dir := tb.TempDir()
 	file := filepath.Join(dir, "nats.conf")
 	conf = fmt.Sprintf("listen: 127.0.0.1:-1\njetstream { store_dir: %q }\n%s", filepath.Join(dir, "js"), conf)
@@ -191,7 +198,7 @@ func runAuthServer(tb testing.TB, conf string) string {
 	if !srv.ReadyForConnections(10 * time.Second) {
 		tb.Fatal("nats-server not ready")
 	}
-	return srv.Addr().String()
+	return srv
 }
 
 // writeKey writes size random bytes to a key file.

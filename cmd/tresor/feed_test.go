@@ -50,6 +50,8 @@ type feedMsg struct {
 	Tier     string `json:"tier"`
 	Prize    string `json:"prize"`
 	BySystem bool   `json:"by_system"`
+	// Adjustment names the approved adjustment of its postings.
+	Adjustment string `json:"adjustment"`
 }
 
 func parseFeedMsg(tb testing.TB, uuid string, payload []byte) feedMsg {

@@ -39,7 +39,7 @@ func newRootCmd() *cobra.Command {
 	withEnvHelp(root)
 	root.AddCommand(newServeCmd(), newSimulateCmd(), newAuditCmd(), newExportCmd(), newVerifyPlayCmd(), newDeckCmd(),
 		newRulesCmd(), newSettingsCmd(), newMigrateCmd(), newTokenCmd(), newSealKeyCmd(), newProjectionsCmd(),
-		newReportCmd(), newFeedCmd(), newBackupCmd(), newRestoreCmd())
+		newReportCmd(), newFeedCmd(), newBackupCmd(), newRestoreCmd(), newVaultCmd(), newEraseCmd(), newRetentionCmd())
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	return root
 }

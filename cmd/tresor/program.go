@@ -13,6 +13,7 @@ import (
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/projections"
+	"github.com/fdj/tresor/vault"
 	"github.com/fdj/tresor/web"
 )
 
@@ -38,7 +39,9 @@ type program struct {
 	runner      *projections.Runner
 	gate        *writerGate
 	rd          *readiness
-	significant *significantRecorder
+	logs        *apiLogs
+	revoked     *api.Revocations
+	revocations *background
 	projector   *projector
 	// writing is set once the mode's writer side has opened.
 	writing bool
@@ -83,9 +86,11 @@ func (p *program) open(ctx context.Context) error {
 	if err := p.openReadModels(ctx); err != nil {
 		return err
 	}
-	if err := p.openSignificant(ctx); err != nil {
+	if err := p.openLogs(ctx); err != nil {
 		return err
 	}
+	p.revoked = api.NewRevocations(p.cfg.RevocationSkew)
+	p.revocations = startRevocations(ctx, p.st.store, p.revoked, p.log)
 	p.serveAPI()
 	p.projector = startProjector(ctx, p)
 	return p.openWriter(ctx)
@@ -151,8 +156,11 @@ func (p *program) close(ctx context.Context, failed error) error {
 	case p.projector != nil:
 		p.projector.stop(ctx, false)
 	}
-	if p.significant != nil {
-		p.significant.close()
+	if p.revocations != nil {
+		p.revocations.stop()
+	}
+	if p.logs != nil {
+		p.logs.close()
 	}
 	if p.store != nil {
 		p.store.Close()
@@ -207,8 +215,13 @@ func (p *program) openReadModels(ctx context.Context) error {
 		return startFailed(ctx, err)
 	}
 	p.psnap = newProjectionSnapshots(snaps, store, p.rules, p.cfg, p.log)
+	p.opening("the personal data keys")
+	ring, err := p.st.openKeyring(ctx, p.cfg)
+	if err != nil {
+		return startFailed(ctx, err)
+	}
 	p.gate = &writerGate{}
-	p.runner = projections.NewRunner(eventSource{store: p.st.store, log: p.log}, store)
+	p.runner = projections.NewRunner(eventSource{store: p.st.store, log: p.log, forget: ring.Forget}, store)
 	p.rd = &readiness{gate: p.gate, runner: p.runner, conn: p.st.store.Conn()}
 	p.mode.watch(p)
 	if p.psnap != nil {
@@ -217,22 +230,40 @@ func (p *program) openReadModels(ctx context.Context) error {
 	return nil
 }
 
-// openSignificant opens the significant-event log and starts its
-// recorder.
-func (p *program) openSignificant(ctx context.Context) error {
-	p.opening("the significant-event log")
-	s, err := openSignificant(ctx, p.cfg, p.st, p.log)
+// openLogs opens the significant-event log and the access log and
+// starts their recorders.
+func (p *program) openLogs(ctx context.Context) error {
+	p.opening("the significant-event and access logs")
+	l, err := openLogs(ctx, p.cfg, p.st, p.log)
 	if err != nil {
 		return startFailed(ctx, err)
 	}
-	p.significant = s
+	p.logs = l
 	return nil
 }
 
 // serveAPI gives the HTTP server the API in place of api.Opening.
 func (p *program) serveAPI() {
-	p.run.fr.handle(api.NewServer(api.Config{Writer: p.gate, Readiness: p.rd.state, Store: p.store, Runner: p.runner, Tokens: p.tokens, Logger: p.log, Pages: p.pages,
-		Significant: p.significant.rec, Rules: p.rules, Clustered: p.cfg.NATSURL != "", RatePerSecond: p.cfg.TokenRate, RateBurst: p.cfg.TokenBurst}))
+	p.run.fr.handle(api.NewServer(api.Config{Writer: p.gate, Readiness: p.rd.state, Store: p.store, Runner: p.runner, Tokens: p.tokens, Provider: p.run.provider, Logger: p.log, Pages: p.pages,
+		Significant: p.logs.significant, AccessLog: p.logs.access, Revocations: p.revoked, Rules: p.rules, Clustered: p.cfg.NATSURL != "", RatePerSecond: p.cfg.TokenRate, RateBurst: p.cfg.TokenBurst,
+		FreeBytes: p.dataFreeBytes(), Personal: p.st.keyring, Witness: p.witness()}))
+}
+
+// witness relays the vault's cosignatures when serve is given them.
+func (p *program) witness() func() ([]byte, error) {
+	if p.cfg.VaultCosignatures == "" {
+		return nil
+	}
+	return vault.Mirror(p.cfg.VaultCosignatures, p.cfg.vaultPub)
+}
+
+// dataFreeBytes reads the free space under --data on the embedded default,
+// where the stream lives; nil on a cluster, whose disks are the servers'.
+func (p *program) dataFreeBytes() func() (int64, error) {
+	if p.cfg.NATSURL != "" {
+		return nil
+	}
+	return func() (int64, error) { return freeBytes(p.cfg.Data) }
 }
 
 // openWriter opens the mode's writer side. When it cannot open, nothing
@@ -308,34 +339,71 @@ func (pr *projector) stop(ctx context.Context, clean bool) {
 	}
 }
 
-// significantRecorder is the significant-event log and the recorder that
-// writes to it off the requests' path.
-type significantRecorder struct {
-	rec    *api.Significant
+// background is a goroutine of the run: started with the context's
+// values but not its cancellation, stopped by stop, which waits for it.
+type background struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// openSignificant opens the significant-event log and runs its recorder
-// until close.
-func openSignificant(ctx context.Context, cfg *Config, st *stream, log *slog.Logger) (*significantRecorder, error) {
-	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: cfg.SignificantMaxAge,
-		MaxBytes: significantBytes(cfg), Logger: log})
+// goBackground runs run until stop.
+func goBackground(ctx context.Context, run func(context.Context)) *background {
+	b := &background{done: make(chan struct{})}
+	ctx, b.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	go func() {
+		defer close(b.done)
+		run(ctx)
+	}()
+	return b
+}
+
+// stop stops the goroutine and waits for it.
+func (b *background) stop() {
+	b.cancel()
+	<-b.done
+}
+
+// apiLogs are the API's own logs, each on a bounded stream of its own
+// and written off the requests' path: the significant-event log and the
+// access log.
+type apiLogs struct {
+	significant *api.Significant
+	access      *api.AccessLog
+	runs        []*background
+}
+
+// openLogs opens the API's logs and runs their recorders until close.
+func openLogs(ctx context.Context, cfg *Config, st *stream, log *slog.Logger) (*apiLogs, error) {
+	sigLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), significantConfig(cfg, cfg.SignificantMaxAge, log))
 	if err != nil {
 		return nil, err
 	}
-	s := &significantRecorder{rec: api.NewSignificant(significantStore{sigLog}, log), done: make(chan struct{})}
-	var runCtx context.Context
-	runCtx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	go func() {
-		defer close(s.done)
-		s.rec.Run(runCtx)
-	}()
-	return s, nil
+	accessLog, err := eventstore.OpenSignificantLog(ctx, st.store.Conn(), accessLogConfig(cfg, cfg.AccessLogMaxAge, log))
+	if err != nil {
+		return nil, err
+	}
+	l := &apiLogs{significant: api.NewSignificant(logStore{sigLog}, log), access: api.NewAccessLog(logStore{accessLog}, log)}
+	l.runs = []*background{goBackground(ctx, l.significant.Run), goBackground(ctx, l.access.Run)}
+	return l, nil
 }
 
-// close stops the recorder and waits for it.
-func (s *significantRecorder) close() {
-	s.cancel()
-	<-s.done
+// significantConfig is the significant-event log's configuration, as
+// serve opens it and a restore writes it.
+func significantConfig(cfg *Config, maxAge time.Duration, log *slog.Logger) eventstore.SignificantConfig {
+	return eventstore.SignificantConfig{Replicas: cfg.Replicas, MaxAge: maxAge, MaxBytes: significantBytes(cfg), Logger: log}
+}
+
+// accessLogConfig is the access log's configuration, as serve opens it
+// and a restore writes it.
+func accessLogConfig(cfg *Config, maxAge time.Duration, log *slog.Logger) eventstore.SignificantConfig {
+	return eventstore.SignificantConfig{Stream: eventstore.AccessLogStream, SubjectPrefix: eventstore.AccessLogSubjectPrefix,
+		Description: "Tresor access log: staff reads of players' data (bounded; not the event log)", KindTokens: 2,
+		Replicas: cfg.Replicas, MaxAge: maxAge, MaxBytes: significantBytes(cfg), Logger: log}
+}
+
+// close stops the recorders, each once it has stored what is queued.
+func (l *apiLogs) close() {
+	for _, b := range l.runs {
+		b.stop()
+	}
 }

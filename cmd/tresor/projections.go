@@ -92,6 +92,10 @@ func rebuildProjections(ctx context.Context, cfg *Config, out io.Writer) error {
 type eventSource struct {
 	store eventstore.Store
 	log   *slog.Logger
+	// forget, when set, is told of every data key an erasure read
+	// destroys, so that this node's answers show the person's fields
+	// erased from the erasure's position on (personal.Keyring.Forget).
+	forget func(keyID string)
 }
 
 // The read side bounds a batch by the longest append the event store
@@ -114,6 +118,9 @@ func (e eventSource) Read(ctx context.Context, from uint64, fn func(projections.
 				return fmt.Errorf("stream sequence %d: %w", r.Sequence, err)
 			}
 			env.Event = ev
+			if x, ok := ev.(*domain.PersonalDataErased); ok && x.KeyID != "" && e.forget != nil {
+				e.forget(x.KeyID)
+			}
 		}
 		return fn(env)
 	}, e.resumed)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
@@ -17,7 +18,12 @@ import (
 // sequence, hash, chain link and seal) and re-appends whole appends in
 // batches, up to the point asked for.
 type restorer struct {
-	store    *eventstore.NATSStore
+	// source names what is restored in messages: the backup, the vault's
+	// copy.
+	source string
+	// reappend sends a batch of whole appends and returns its outcome's
+	// wait (a store's ReappendAsync or ReappendRestoringAsync).
+	reappend func([]eventstore.RecordedEvent) (func(context.Context) error, error)
 	verify   *eventstore.Verifier
 	batchMax int
 	// toSeq and toTime are the point to restore to (zero: the end).
@@ -39,31 +45,62 @@ type restorer struct {
 	heads  map[string]eventstore.Head
 	last   uint64
 	events uint64
-	// inFlight answers the commit of the batch sent last, nil when none
-	// is in flight.
-	inFlight chan error
+	// inFlight are the outcomes of the batches sent and not yet
+	// awaited, oldest first, at most depth of them.
+	inFlight []func(context.Context) error
+	depth    int
 	batches  int
+	// waited is the time spent waiting for batches to commit.
+	waited time.Duration
+	// erased are the data keys whose erasure was restored.
+	erased map[string]bool
 }
 
 // errCut stops the read of a part at the point asked for.
 var errCut = errors.New("the point to restore to is reached")
 
-// run restores the parts of m from dir.
-func (r *restorer) run(ctx context.Context, dir string, m *backupManifest) error {
+// newRestorer returns a restorer of source into the target of cfg, checking seals
+// with pub, up to the point o asks for.
+func newRestorer(source string, target *restoreTarget, cfg *Config, pub ed25519.PublicKey, o restoreOptions) *restorer {
+	store := target.st.store
+	r := &restorer{source: source, reappend: store.ReappendAsync, verify: eventstore.NewVerifier(pub), batchMax: eventstore.BatchEventsMax,
+		toSeq: o.toSeq, toTime: o.to, heads: map[string]eventstore.Head{}, next: 1, depth: 1, erased: map[string]bool{}}
+	if cfg.NATSURL == "" {
+		// On the embedded server, the marked stream takes plain messages,
+		// stored once where an atomic batch is staged then stored, and
+		// several batches are in flight; a replicated stream commits one
+		// atomic batch at a time, as the writer's committer does there.
+		r.reappend, r.batchMax, r.depth = store.ReappendRestoringAsync, eventstore.CommitBatchEventsMax, restoreDepthEmbedded
+	}
+	return r
+}
+
+// run restores what read hands to take, in order.
+func (r *restorer) run(ctx context.Context, read func(context.Context) error) error {
 	r.whole, r.torn = eventstore.WholeAppends(r.add, nil)
-	for _, p := range m.Parts {
-		if err := r.readPart(ctx, dir, p); err != nil {
-			return err
-		}
-		if r.cut {
-			break
-		}
+	if err := read(ctx); err != nil {
+		return err
 	}
 	if torn := r.torn(); !r.cut && len(torn) > 0 {
-		return fmt.Errorf("the backup ends inside the append begun at sequence %d (%d events announced, %d found): it was cut",
-			torn[0].Sequence, torn[0].AppendRemaining+1, len(torn))
+		return fmt.Errorf("%s ends inside the append begun at sequence %d (%d events announced, %d found): it was cut",
+			r.source, torn[0].Sequence, torn[0].AppendRemaining+1, len(torn))
 	}
 	return r.flush(ctx)
+}
+
+// readBackup reads the parts of m from dir, up to the point asked for.
+func (r *restorer) readBackup(dir string, m *backupManifest) func(context.Context) error {
+	return func(ctx context.Context) error {
+		for _, p := range m.Parts {
+			if err := r.readPart(ctx, dir, p); err != nil {
+				return err
+			}
+			if r.cut {
+				break
+			}
+		}
+		return nil
+	}
 }
 
 // readPart restores one part: every event it holds must be the next one,
@@ -74,7 +111,9 @@ func (r *restorer) readPart(ctx context.Context, dir string, p backupPart) error
 		return fmt.Errorf("backup file %s: %w", p.File, err)
 	}
 	defer f.Close()
-	err = eventstore.ReadExport(f, func(ev eventstore.RecordedEvent) error {
+	// The lines are parsed and hashed on every core; their order, chain
+	// links and seals are checked here, one at a time.
+	err = eventstore.ReadExportHashed(f, func(ev eventstore.RecordedEvent, computed eventstore.Hash) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -84,14 +123,7 @@ func (r *restorer) readPart(ctx context.Context, dir string, p backupPart) error
 		if ev.Sequence > p.LastSequence {
 			return fmt.Errorf("sequence %d is past the part's last, %d, in the manifest", ev.Sequence, p.LastSequence)
 		}
-		if err := r.verify.Check(ev); err != nil {
-			return err
-		}
-		r.next++
-		if err := r.whole(ev); err != nil {
-			return err
-		}
-		return r.flushFull(ctx)
+		return r.take(ctx, ev, computed)
 	})
 	switch {
 	case errors.Is(err, errCut):
@@ -102,6 +134,19 @@ func (r *restorer) readPart(ctx context.Context, dir string, p backupPart) error
 		return fmt.Errorf("backup file %s refused: it ends at sequence %d, the manifest says %d: it was cut", p.File, r.next-1, p.LastSequence)
 	}
 	return nil
+}
+
+// take checks the next event (its hash, chain link and seal) and queues
+// it, writing the batches it fills.
+func (r *restorer) take(ctx context.Context, ev eventstore.RecordedEvent, computed eventstore.Hash) error {
+	if err := r.verify.CheckComputed(ev, computed); err != nil {
+		return err
+	}
+	r.next++
+	if err := r.whole(ev); err != nil {
+		return err
+	}
+	return r.flushFull(ctx)
 }
 
 // add takes the next event of a whole append (or of a torn one, then its
@@ -119,6 +164,11 @@ func (r *restorer) add(ev eventstore.RecordedEvent) error {
 		r.cut = true
 		return errCut
 	}
+	for _, ev := range r.group {
+		if err := noteErasure(r.erased, ev); err != nil {
+			return err
+		}
+	}
 	r.batch = append(r.batch, r.group...)
 	r.group = r.group[:0]
 	return nil
@@ -134,7 +184,7 @@ func (r *restorer) flushFull(ctx context.Context) error {
 	return nil
 }
 
-// flush writes every whole append read so far, and waits for the last
+// flush writes every whole append read so far, and waits for every
 // batch's commit.
 func (r *restorer) flush(ctx context.Context) error {
 	for len(r.batch) > 0 {
@@ -142,44 +192,61 @@ func (r *restorer) flush(ctx context.Context) error {
 			return err
 		}
 	}
-	return r.committed()
+	for len(r.inFlight) > 0 {
+		if err := r.committed(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // write sends the first whole appends of the batch that fit in one atomic
-// batch, once the batch before is committed: the next is read and
-// verified while one commits.
+// batch, once fewer than depth batches are in flight: the server commits
+// one while the next is sent, and the lines after them are read and
+// verified meanwhile.
 func (r *restorer) write(ctx context.Context) error {
-	if err := r.committed(); err != nil {
-		return err
+	for len(r.inFlight) >= r.depth {
+		if err := r.committed(ctx); err != nil {
+			return err
+		}
 	}
 	n := r.fit()
-	events := slices.Clone(r.batch[:n])
-	r.inFlight = make(chan error, 1)
-	go func(done chan<- error) {
-		err := r.store.Reappend(ctx, events)
-		if err != nil {
-			err = fmt.Errorf("restore sequences %d to %d: %w", events[0].Sequence, events[n-1].Sequence, err)
+	events := r.batch[:n]
+	first, last := events[0].Sequence, events[n-1].Sequence
+	wait, err := r.reappend(events)
+	if err != nil {
+		return fmt.Errorf("restore sequences %d to %d: %w", first, last, err)
+	}
+	r.inFlight = append(r.inFlight, func(ctx context.Context) error {
+		if err := wait(ctx); err != nil {
+			return fmt.Errorf("restore sequences %d to %d: %w", first, last, err)
 		}
-		done <- err
-	}(r.inFlight)
+		return nil
+	})
 	for _, ev := range events {
-		r.heads[ev.Chain] = eventstore.Head{Sequence: ev.Sequence, ChainSeq: ev.ChainSeq, Hash: ev.Hash}
+		head := eventstore.Head{Sequence: ev.Sequence, ChainSeq: ev.ChainSeq, Hash: ev.Hash}
+		if _, ok := r.heads[ev.Chain]; ok {
+			r.heads[ev.Chain] = head
+		} else {
+			// A copy of the name: the events' strings share the reader's
+			// chunks of lines, which a key would keep alive.
+			r.heads[strings.Clone(ev.Chain)] = head
+		}
 	}
 	r.events += uint64(n)
-	r.last = events[n-1].Sequence
+	r.last = last
 	r.batches++
 	r.batch = slices.Delete(r.batch, 0, n)
 	return nil
 }
 
-// committed waits for the batch in flight, if any, and returns its error.
-func (r *restorer) committed() error {
-	if r.inFlight == nil {
-		return nil
-	}
-	err := <-r.inFlight
-	r.inFlight = nil
-	return err
+// committed waits for the oldest batch in flight and returns its error.
+func (r *restorer) committed(ctx context.Context) error {
+	wait := r.inFlight[0]
+	r.inFlight = slices.Delete(r.inFlight, 0, 1)
+	began := time.Now()
+	defer func() { r.waited += time.Since(began) }()
+	return wait(ctx)
 }
 
 // fit is how many events of the batch go in one atomic batch: all of them
@@ -198,7 +265,7 @@ func (r *restorer) fit() int {
 }
 
 // summary is the one line printed at the end.
-func (r *restorer) summary(m *backupManifest, elapsed time.Duration) string {
+func (r *restorer) summary(of uint64, elapsed time.Duration) string {
 	var chains []string
 	for _, c := range slices.Sorted(func(yield func(string) bool) {
 		for name := range r.heads {
@@ -210,12 +277,12 @@ func (r *restorer) summary(m *backupManifest, elapsed time.Duration) string {
 		h := r.heads[c]
 		chains = append(chains, fmt.Sprintf("chain %s at position %d, hash %s", c, h.ChainSeq, h.Hash))
 	}
-	upTo := "the whole backup"
+	upTo := "the whole of " + r.source
 	if r.cut {
 		upTo = "the point asked for"
 	}
 	rate := float64(r.events) / max(elapsed.Seconds(), 1e-3) // float-ok: a rate
 	return fmt.Sprintf("restored %d events, sequences 1 to %d (%s, of %d), %d seals verified, in %d batches: %s; in %s, %.0f events/s",
-		r.events, r.last, upTo, m.lastSequence(), r.verify.Stats().Seals, r.batches, strings.Join(chains, "; "),
+		r.events, r.last, upTo, of, r.verify.Stats().Seals, r.batches, strings.Join(chains, "; "),
 		elapsed.Round(time.Millisecond), rate)
 }

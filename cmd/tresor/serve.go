@@ -44,21 +44,36 @@ func newServeCmd() *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, os.Interrupt)
 			defer stop()
+			stopTracing, err := startTracing(ctx, &cfg)
+			if err != nil {
+				return usagef("%v", err)
+			}
+			defer stopTracing()
 			return serve(ctx, &cfg, slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)))
 		},
 	}
 	bindWriterFlags(cmd, &cfg)
 	bindTokenFlag(cmd, &cfg)
+	bindIdentityFlags(cmd, &cfg)
 	cmd.Flags().StringVar(&cfg.HTTP, "http", "127.0.0.1:8080", "address the HTTP API and the pages listen on ($TRESOR_HTTP)")
 	withEnv(cmd.Flags(), "http")
 	cmd.Flags().IntVar(&cfg.TokenRate, "token-rate", api.RatePerSecond, "requests per second one token may send on average; past it and its burst, 429 rate_limited ($TRESOR_TOKEN_RATE)")
 	cmd.Flags().IntVar(&cfg.TokenBurst, "token-burst", api.RateBurst, "requests one token may send at once after a pause ($TRESOR_TOKEN_BURST)")
 	withEnv(cmd.Flags(), "token-rate", "token-burst")
+	cmd.Flags().DurationVar(&cfg.RevocationSkew, "revocation-clock-skew", api.RevocationSkewDefault, "how far a token issuer's clock may be ahead of the writer's: a subject's revocation covers the tokens issued (iat) up to that long after it ($TRESOR_REVOCATION_CLOCK_SKEW)")
+	withEnv(cmd.Flags(), "revocation-clock-skew")
+	cmd.Flags().StringVar(&cfg.OTLPEndpoint, "otlp-endpoint", "", "OTLP/HTTP traces endpoint of an OpenTelemetry collector, e.g. http://collector:4318/v1/traces; none sent when empty ($TRESOR_OTLP_ENDPOINT)")
+	cmd.Flags().Float64Var(&cfg.TraceRatio, "trace-ratio", 1, "share of the requests traced, 0 to 1, with --otlp-endpoint; a caller's sampled traceparent is always followed ($TRESOR_TRACE_RATIO)")
+	withEnv(cmd.Flags(), "otlp-endpoint", "trace-ratio")
+	cmd.Flags().StringVar(&cfg.VaultCosignatures, "vault-cosignatures", "", "the regulator's vault's cosignatures.ndjson, as fetched from the vault, served at GET /v1/vault/cosignatures for players to check ($TRESOR_VAULT_COSIGNATURES)")
+	cmd.Flags().StringVar(&cfg.VaultKey, "vault-key", "", "the regulator's vault's public key, as the regulator publishes it: 64 hex digits or a file, with --vault-cosignatures ($TRESOR_VAULT_KEY)")
+	withEnv(cmd.Flags(), "vault-cosignatures", "vault-key")
 	cmd.Flags().StringVar(&cfg.NodeName, "node-name", "", "name of this node among the writers of a NATS cluster (default <host name>/<pid>) ($TRESOR_NODE_NAME)")
 	cmd.Flags().DurationVar(&cfg.LeaseTTL, "lease-ttl", 2*time.Second, "how long the writer lease lives without renewal on a NATS cluster: bounds a takeover ($TRESOR_LEASE_TTL)")
 	withEnv(cmd.Flags(), "node-name", "lease-ttl")
 	cmd.Flags().DurationVar(&cfg.SignificantMaxAge, "significant-max-age", 400*24*time.Hour, "how long the significant-event log keeps an entry (failed authentications, refused role checks)")
-	cmd.Flags().Int64Var(&cfg.SignificantMaxBytes, "significant-max-bytes", 0, "bound of the significant-event log in bytes, past which its oldest entries go (default: a sixteenth of the data directory's free disk, between 16 MiB and 1 GiB)")
+	cmd.Flags().DurationVar(&cfg.AccessLogMaxAge, "access-log-max-age", 400*24*time.Hour, "how long the access log keeps an entry (a staff read of a player's data)")
+	cmd.Flags().Int64Var(&cfg.SignificantMaxBytes, "significant-max-bytes", 0, "bound of the significant-event log in bytes, and of the access log, past which their oldest entries go (default: a sixteenth of the data directory's free disk each, between 16 MiB and 1 GiB)")
 	connectionFlag(cmd.Flags(), &cfg.DatabaseURL, "database-url", "PostgreSQL URL of the projections instead of memory ($TRESOR_DATABASE_URL; put a password there or in PGPASSWORD, not on the command line)")
 	return cmd
 }
@@ -75,6 +90,10 @@ func newServeCmd() *cobra.Command {
 func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	run := &serveRun{}
 	defer run.close()
+	var err error
+	if run.provider, err = cfg.provider(ctx, log); err != nil {
+		return err
+	}
 	for {
 		err := serveOnce(ctx, cfg, log, run)
 		if ctx.Err() != nil || !run.wrote || run.fr == nil || !errors.Is(err, eventstore.ErrNoSpace) {
@@ -86,12 +105,15 @@ func serve(ctx context.Context, cfg *Config, log *slog.Logger) error {
 	}
 }
 
-// serveRun is what outlives one run of serveOnce: its HTTP server, and
-// whether a writer ever ran.
+// serveRun is what outlives one run of serveOnce: its HTTP server,
+// whether a writer ever ran, and the identity provider's verifier.
 type serveRun struct {
 	fr    *front
 	pages http.Handler
 	wrote bool
+	// provider verifies the identity provider's tokens (nil without one);
+	// its cached key set outlives a run.
+	provider *api.Provider
 }
 
 // close shuts the HTTP server down, if one listens.
@@ -176,16 +198,16 @@ func (s storeWatch) cause(failed error) error {
 	return failed
 }
 
-// significantStore adapts the event store's significant-event log to the
-// API's SignificantStore.
-type significantStore struct{ log *eventstore.SignificantLog }
+// logStore adapts one of the event store's bounded logs (the
+// significant-event log, the access log) to the API's LogStore.
+type logStore struct{ log *eventstore.SignificantLog }
 
-func (s significantStore) Append(ctx context.Context, kind string, data []byte) (uint64, error) {
+func (s logStore) Append(ctx context.Context, kind string, data []byte) (uint64, error) {
 	return s.log.Append(ctx, kind, data)
 }
 
-func (s significantStore) Read(ctx context.Context, after uint64, since time.Time, limit int) ([]api.StoredEntry, error) {
-	entries, err := s.log.Read(ctx, after, since, limit)
+func (s logStore) Read(ctx context.Context, kinds []string, after uint64, since time.Time, limit int) ([]api.StoredEntry, error) {
+	entries, err := s.log.ReadKinds(ctx, kinds, after, since, limit)
 	out := make([]api.StoredEntry, len(entries))
 	for i, e := range entries {
 		out[i] = api.StoredEntry{Seq: e.Seq, At: e.At, Kind: e.Kind, Data: e.Data}

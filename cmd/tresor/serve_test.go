@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,16 @@ type server struct {
 	// logs is read by the test while the process writes it.
 	logs *eventstoretest.LogBuffer
 	done chan error
+	// retryUnavailable makes must retry a 503 unavailable, as a client of
+	// a cluster does (with the same key): a takeover may start at any
+	// moment on a loaded machine, and a test that does not test takeovers
+	// must not fail on one.
+	retryUnavailable bool
+	// written is the highest position a write answered through this
+	// server (shared by the nodes of one stream): every later read
+	// without a min_seq of its own waits for it, as a client that reads
+	// its writes does, so that no test reads a projection still behind.
+	written *atomic.Uint64
 }
 
 // startServe runs the real binary on a random port and waits until it is
@@ -67,15 +78,22 @@ func (s *server) waitReady(timeout time.Duration) {
 func startListening(tb testing.TB, data string, args ...string) *server {
 	tb.Helper()
 	s, addr := launchServe(tb, data, args...)
+	s.awaitListening(addr, "tresor serve")
+	return s
+}
+
+// awaitListening sets s.url once addr receives the address the command
+// (what) listens on, or fails the test when it exits or takes a minute.
+func (s *server) awaitListening(addr <-chan string, what string) {
+	s.tb.Helper()
 	select {
 	case a := <-addr:
 		s.url = "http://" + a
 	case err := <-s.done:
-		tb.Fatalf("tresor serve exited before listening: %v\n%s", err, s.logs)
+		s.tb.Fatalf("%s exited before listening: %v\n%s", what, err, s.logs)
 	case <-time.After(60 * time.Second):
-		tb.Fatalf("tresor serve not listening after 60s\n%s", s.logs)
+		s.tb.Fatalf("%s not listening after 60s\n%s", what, s.logs)
 	}
-	return s
 }
 
 // launchServe runs the real binary on a random port; addr receives the
@@ -83,7 +101,17 @@ func startListening(tb testing.TB, data string, args ...string) *server {
 // never listens or never becomes ready: its caller watches both.
 func launchServe(tb testing.TB, data string, args ...string) (*server, <-chan string) {
 	tb.Helper()
-	cmd := exec.Command(serveBin(), append([]string{"serve", "--data", data, "--http", "127.0.0.1:0"}, args...)...)
+	s, addr := launch(tb, exec.Command(serveBin(), append([]string{"serve", "--data", data, "--http", "127.0.0.1:0"}, args...)...), data)
+	// A serve on a NATS cluster holds the writer by a lease, which a loaded
+	// machine may let lapse: it takes it back, answering 503 meanwhile.
+	s.retryUnavailable = slices.Contains(args, "--nats")
+	return s, addr
+}
+
+// launch starts cmd, a command of the real binary that logs "listening on
+// ADDR" once its HTTP server listens (serve, vault), on data.
+func launch(tb testing.TB, cmd *exec.Cmd, data string) (*server, <-chan string) {
+	tb.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		tb.Fatal(err)
@@ -91,7 +119,7 @@ func launchServe(tb testing.TB, data string, args ...string) (*server, <-chan st
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	s := &server{tb: tb, cmd: cmd, data: data, logs: &eventstoretest.LogBuffer{}, done: make(chan error, 1)}
+	s := &server{tb: tb, cmd: cmd, data: data, logs: &eventstoretest.LogBuffer{}, done: make(chan error, 1), written: new(atomic.Uint64)}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -177,6 +205,18 @@ func (s *server) doWith(c call, header http.Header) (int, map[string]any) {
 func (s *server) send(c call) (int, map[string]any, error) { return s.sendWith(c, nil) }
 
 func (s *server) sendWith(c call, header http.Header) (int, map[string]any, error) {
+	return s.sendVia(contractClient, c, header)
+}
+
+// sendVia sends c through client: one of its own opens its own
+// connections.
+func (s *server) sendVia(client *http.Client, c call, header http.Header) (int, map[string]any, error) {
+	return s.sendUntil(client, c, header, time.Now().Add(takeoverRetryMax))
+}
+
+// sendUntil is sendVia retrying a read the harness gave a position until
+// deadline.
+func (s *server) sendUntil(client *http.Client, c call, header http.Header, deadline time.Time) (int, map[string]any, error) {
 	req, err := http.NewRequest(c.method, s.url+c.path, strings.NewReader(c.body))
 	if err != nil {
 		return 0, nil, err
@@ -184,13 +224,14 @@ func (s *server) sendWith(c call, header http.Header) (int, map[string]any, erro
 	for k, vs := range header {
 		req.Header[k] = vs
 	}
+	waits := s.readsWritten(req)
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	if c.key != "" {
 		req.Header.Set("Idempotency-Key", c.key)
 	}
-	resp, err := contractClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return 0, nil, fmt.Errorf("%s %s: %w", c.method, c.path, err)
 	}
@@ -203,18 +244,62 @@ func (s *server) sendWith(c call, header http.Header) (int, map[string]any, erro
 	if resp.StatusCode >= 400 && resp.Header.Get("Content-Type") != "application/problem+json" {
 		return 0, nil, fmt.Errorf("%s %s: %d with Content-Type %q", c.method, c.path, resp.StatusCode, resp.Header.Get("Content-Type"))
 	}
+	if seq, ok := m["seq"].(float64); ok && c.method != http.MethodGet && resp.StatusCode < 300 { // float-ok: a JSON number
+		s.sawWrite(uint64(seq))
+	}
+	// A position the test did not ask for must not fail it: projections
+	// that have not reached it in the server's bounded wait (a loaded
+	// machine) answer 503, which a client reading its writes retries.
+	if waits && resp.StatusCode == http.StatusServiceUnavailable && m["code"] == "unavailable" && time.Now().Before(deadline) {
+		time.Sleep(takeoverRetryPause)
+		return s.sendUntil(client, c, header, deadline)
+	}
 	return resp.StatusCode, m, nil
+}
+
+// readsWritten gives a read without a position of its own the last one
+// written through s, and says whether it did.
+func (s *server) readsWritten(req *http.Request) bool {
+	if req.Method != http.MethodGet || req.URL.Query().Has("min_seq") || req.Header.Get("Tresor-Min-Seq") != "" {
+		return false
+	}
+	seq := s.written.Load()
+	if seq > 0 {
+		req.Header.Set("Tresor-Min-Seq", strconv.FormatUint(seq, 10))
+	}
+	return seq > 0
+}
+
+// sawWrite raises s.written to seq.
+func (s *server) sawWrite(seq uint64) {
+	for {
+		cur := s.written.Load()
+		if seq <= cur || s.written.CompareAndSwap(cur, seq) {
+			return
+		}
+	}
 }
 
 // must sends c and fails unless the status is want.
 func (s *server) must(want int, c call) map[string]any {
 	s.tb.Helper()
 	got, m := s.do(c)
+	for deadline := time.Now().Add(takeoverRetryMax); s.retryUnavailable && want != http.StatusServiceUnavailable &&
+		got == http.StatusServiceUnavailable && m["code"] == "unavailable" && time.Now().Before(deadline); {
+		time.Sleep(takeoverRetryPause)
+		got, m = s.do(c)
+	}
 	if got != want {
 		s.tb.Fatalf("%s %s: status %d, want %d: %v", c.method, c.path, got, want, m)
 	}
 	return m
 }
+
+// How long and how often must retries a cluster node's 503 unavailable.
+const (
+	takeoverRetryMax   = 30 * time.Second
+	takeoverRetryPause = 100 * time.Millisecond
+)
 
 // problem sends c and checks the problem's status and code.
 func (s *server) problem(status int, code string, c call) {
@@ -388,23 +473,40 @@ func testPlayerLife(t *testing.T, args ...string) {
 // unless the status is 200.
 func (s *server) getText(path, token string) string {
 	s.tb.Helper()
-	req, err := http.NewRequest(http.MethodGet, s.url+path, nil)
-	if err != nil {
-		s.tb.Fatal(err)
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := contractClient.Do(req)
-	if err != nil {
-		s.tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if resp.StatusCode != http.StatusOK {
-		s.tb.Fatalf("GET %s: %d %s", path, resp.StatusCode, b)
+	status, _, b := s.getBody(path, token, "")
+	if status != http.StatusOK {
+		s.tb.Fatalf("GET %s: %d %s", path, status, b)
 	}
 	return string(b)
+}
+
+// getBody GETs path as it is answered, not decoded (accept, when given, is
+// the Accept header), waiting as sendVia does for the last position written
+// through s.
+func (s *server) getBody(path, token, accept string) (int, http.Header, []byte) {
+	s.tb.Helper()
+	for deadline := time.Now().Add(takeoverRetryMax); ; time.Sleep(takeoverRetryPause) {
+		req, err := http.NewRequest(http.MethodGet, s.url+path, nil)
+		if err != nil {
+			s.tb.Fatal(err)
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		waits := s.readsWritten(req)
+		resp, err := contractClient.Do(req)
+		if err != nil {
+			s.tb.Fatal(err)
+		}
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		resp.Body.Close()
+		if !waits || resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			return resp.StatusCode, resp.Header, b
+		}
+	}
 }
 
 // TestMalformedRequestsRecordNothing throws malformed requests at every

@@ -15,7 +15,7 @@ func newSettingsCmd() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "settings [--settings FILE] [--json]",
-		Short: "Print the jurisdiction's settings (limit periods, raise delay, exclusion terms) with their sources, validated",
+		Short: "Print the jurisdiction's settings (limit periods, raise delay, exclusion terms, adjustments' expiry) with their sources, validated",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			doc, err := cfg.settings()
@@ -51,12 +51,14 @@ func printSettings(w io.Writer, doc *domain.SettingsDocument) error {
 		"raised limit applies after: %d hours\t(%s)\n"+
 		"deposit limit required before the first deposit: %t\t(%s)\n"+
 		"stake limit required before the first stake: %t\t(%s)\n"+
-		"self-exclusion term: %d hours to %d months\t(%s; %s)\n",
+		"self-exclusion term: %d hours to %d months\t(%s; %s)\n"+
+		"an adjustment waits for its approval: %d hours\t(%s)\n",
 		s.Jurisdiction, s.Version, doc.Name,
 		strings.Join(days, ", "), doc.Sources["limit_periods_days"],
 		s.LimitRaiseDelayHours, doc.Sources["limit_raise_delay_hours"],
 		s.DepositLimitRequired, doc.Sources["deposit_limit_required"],
 		s.StakeLimitRequired, doc.Sources["stake_limit_required"],
-		s.SelfExclusionMinHours, s.SelfExclusionMaxMonths, doc.Sources["self_exclusion_min_hours"], doc.Sources["self_exclusion_max_months"])
+		s.SelfExclusionMinHours, s.SelfExclusionMaxMonths, doc.Sources["self_exclusion_min_hours"], doc.Sources["self_exclusion_max_months"],
+		s.AdjustmentExpiryHours, doc.Sources["adjustment_expiry_hours"])
 	return err
 }

@@ -297,6 +297,33 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	if plays.err != nil {
 		return nil, plays.err
 	}
+	rep := newSimulateReport(cfg, price, o, res, plays)
+	if spans != nil {
+		rep.splitBySnapshots(res, spans, plays)
+	}
+	if err := rep.listBlocks(ctx, w, price); err != nil {
+		return nil, err
+	}
+	rep.StreamLastSeq = w.LastSeq()
+	rep.BooksBalanced, rep.BooksDetail, err = checkBooks(ctx, st)
+	if err != nil {
+		return nil, err
+	}
+	if o.yardstick {
+		if err := rep.againstYardstick(ctx, st, before); err != nil {
+			return nil, err
+		}
+		if o.rate > 0 {
+			if err := measureLatencyYardstick(ctx, st, spans, rep, res, plays); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return rep, nil
+}
+
+// newSimulateReport reports the plays' totals, rates and latencies.
+func newSimulateReport(cfg *Config, price domain.Amount, o simulateOptions, res *settlement.SimResult, plays playsMeasure) *simulateReport {
 	secs := res.Elapsed.Seconds()
 	rep := &simulateReport{
 		Price: price, Plays: res.Plays, Players: o.players, Rate: o.rate, StakesTotal: res.StakesTotal, PrizesTotal: res.PrizesTotal,
@@ -312,19 +339,6 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	rep.HeldP50Ms, rep.HeldP99Ms = percentilesMs(res.CommandHeld)
 	rep.CommittedP50Ms, rep.CommittedP99Ms = percentilesMs(res.CommandCommitted)
 	rep.OutsideP50Ms, rep.OutsideP99Ms = percentilesMs(res.CommandOutside)
-	if spans != nil {
-		by := res.CommandLatenciesBySnapshot
-		during := slices.Concat(by[settlement.SnapshotEncoding], by[settlement.SnapshotStoring])
-		slices.Sort(during)
-		rep.SnapshotsTaken, rep.CommandsDuringSnapshots = spans.Count(), len(during)
-		rep.CommandDuringP50Ms, rep.CommandDuringP99Ms = percentilesMs(during)
-		rep.CommandEncodingP50Ms, rep.CommandEncodingP99Ms = percentilesMs(by[settlement.SnapshotEncoding])
-		rep.CommandStoringP50Ms, rep.CommandStoringP99Ms = percentilesMs(by[settlement.SnapshotStoring])
-		rep.CommandOutsideP50Ms, rep.CommandOutsideP99Ms = percentilesMs(by[settlement.NoSnapshot])
-		p := spans.PhaseCPU(plays.began, plays.ended)
-		rep.CPUCoresEncoding, rep.CPUCoresStoring = cores(p.EncodingCPU, p.EncodingWall), cores(p.StoringCPU, p.StoringWall)
-		rep.CPUCoresOutside = cores(plays.cpu-p.EncodingCPU-p.StoringCPU, plays.ended.Sub(plays.began)-p.EncodingWall-p.StoringWall)
-	}
 	if plays.stats.Batches > 0 {
 		rep.EventsPerBatch = float64(plays.stats.Events) / float64(plays.stats.Batches)
 		rep.CommitMsAvg = ms(plays.stats.CommitTime / time.Duration(plays.stats.Batches))
@@ -335,6 +349,28 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 	for _, t := range domain.Tiers {
 		rep.Tiers[t.ID()] = res.Tiers[t]
 	}
+	return rep
+}
+
+// splitBySnapshots splits the commands' latencies and the CPU by what the
+// writer's snapshots were doing meanwhile.
+func (rep *simulateReport) splitBySnapshots(res *settlement.SimResult, spans *bench.SnapshotSpans, plays playsMeasure) {
+	by := res.CommandLatenciesBySnapshot
+	during := slices.Concat(by[settlement.SnapshotEncoding], by[settlement.SnapshotStoring])
+	slices.Sort(during)
+	rep.SnapshotsTaken, rep.CommandsDuringSnapshots = spans.Count(), len(during)
+	rep.CommandDuringP50Ms, rep.CommandDuringP99Ms = percentilesMs(during)
+	rep.CommandEncodingP50Ms, rep.CommandEncodingP99Ms = percentilesMs(by[settlement.SnapshotEncoding])
+	rep.CommandStoringP50Ms, rep.CommandStoringP99Ms = percentilesMs(by[settlement.SnapshotStoring])
+	rep.CommandOutsideP50Ms, rep.CommandOutsideP99Ms = percentilesMs(by[settlement.NoSnapshot])
+	p := spans.PhaseCPU(plays.began, plays.ended)
+	rep.CPUCoresEncoding, rep.CPUCoresStoring = cores(p.EncodingCPU, p.EncodingWall), cores(p.StoringCPU, p.StoringWall)
+	rep.CPUCoresOutside = cores(plays.cpu-p.EncodingCPU-p.StoringCPU, plays.ended.Sub(plays.began)-p.EncodingWall-p.StoringWall)
+}
+
+// listBlocks lists the blocks of the price the run played, as the
+// writer's ledger holds them.
+func (rep *simulateReport) listBlocks(ctx context.Context, w *settlement.Writer, price domain.Amount) error {
 	if err := w.Inspect(ctx, func(l *domain.Ledger) {
 		for _, b := range l.Blocks {
 			if b.Price == price {
@@ -342,36 +378,30 @@ func simulate(ctx context.Context, cfg *Config, price domain.Amount, o simulateO
 			}
 		}
 	}); err != nil {
-		return nil, err
+		return err
 	}
 	slices.SortFunc(rep.Blocks, func(a, b blockLine) int { return strings.Compare(a.Block, b.Block) })
-	rep.StreamLastSeq = w.LastSeq()
-	rep.BooksBalanced, rep.BooksDetail, err = checkBooks(ctx, st)
+	return nil
+}
+
+// againstYardstick measures the yardstick after the run, and reports the
+// run's rate against it and against the rounds measured before.
+func (rep *simulateReport) againstYardstick(ctx context.Context, st *stream, before []float64) error {
+	rate, err := st.yardstick(ctx)
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("yardstick: %w", err)
 	}
-	if o.yardstick {
-		rate, err := st.yardstick(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("yardstick: %w", err)
-		}
-		ratio := rep.EventsPerSecond / rate
-		rep.Yardstick, rep.YardstickRatio = &rate, &ratio
-		more, err := measureYardstick(ctx, st, yardstickRoundsEach-1)
-		if err != nil {
-			return nil, err
-		}
-		rounds := &yardstickRounds{Before: before, After: append([]float64{rate}, more...)}
-		b, a := median(rounds.Before), median(rounds.After)
-		br, ar := rep.EventsPerSecond/b, rep.EventsPerSecond/a
-		rep.YardstickBefore, rep.YardstickBeforeRatio, rep.YardstickAfter, rep.YardstickAfterRatio, rep.YardstickRounds = &b, &br, &a, &ar, rounds
-		if o.rate > 0 {
-			if err := measureLatencyYardstick(ctx, st, spans, rep, res, plays); err != nil {
-				return nil, err
-			}
-		}
+	ratio := rep.EventsPerSecond / rate
+	rep.Yardstick, rep.YardstickRatio = &rate, &ratio
+	more, err := measureYardstick(ctx, st, yardstickRoundsEach-1)
+	if err != nil {
+		return err
 	}
-	return rep, nil
+	rounds := &yardstickRounds{Before: before, After: append([]float64{rate}, more...)}
+	b, a := median(rounds.Before), median(rounds.After)
+	br, ar := rep.EventsPerSecond/b, rep.EventsPerSecond/a
+	rep.YardstickBefore, rep.YardstickBeforeRatio, rep.YardstickAfter, rep.YardstickAfterRatio, rep.YardstickRounds = &b, &br, &a, &ar, rounds
+	return nil
 }
 
 // latencyYardstickMin and latencyYardstickMax bound the latency

@@ -73,9 +73,12 @@ func startNodes(tb testing.TB, data string, args ...string) []*server {
 	tb.Helper()
 	var nodes []*server
 	for range 3 {
-		nodes = append(nodes, startListening(tb, data, args...))
+		n := startListening(tb, data, args...)
+		n.retryUnavailable = true
+		nodes = append(nodes, n)
 	}
 	for _, n := range nodes {
+		n.written = nodes[0].written
 		n.waitReady(60 * time.Second)
 	}
 	tb.Cleanup(func() {

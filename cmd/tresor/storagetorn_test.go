@@ -258,7 +258,7 @@ func (sh *tornShape) retryStake(t *testing.T, s *server) {
 	rows, _ := m["rows"].(float64)
 	cols, _ := m["cols"].(float64)
 	chests, _ := v["chests"].([]any)
-	if status/100 != 2 || rows == 0 || cols == 0 || len(chests) == 0 || v["proof"] == nil {
+	if status/100 != 2 || rows == 0 || cols == 0 || len(chests) == 0 || v["start"] == nil {
 		t.Errorf("retry of the torn stake %q: %d %s, map %v, %d chests: want a whole play", sh.key, status, playSummary(v), m, len(chests))
 	}
 }

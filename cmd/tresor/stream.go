@@ -14,6 +14,7 @@ import (
 	"github.com/fdj/tresor/domain"
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/internal/bench"
+	"github.com/fdj/tresor/personal"
 	"github.com/fdj/tresor/settlement"
 	"github.com/fdj/tresor/snapshot"
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,7 @@ type stream struct {
 	// sealer, snaps and highWater are opened once, by the first that
 	// needs them.
 	sealer    *settlement.Sealer
+	keyring   *personal.Keyring
 	snaps     *snapshot.Bucket
 	highWater eventstore.HighWater
 	// snapshotObserver, when set, is told of the writer's snapshots
@@ -70,13 +72,24 @@ func openStream(ctx context.Context, cfg *Config, log *slog.Logger) (*stream, er
 // nothing: in embedded mode, only a data directory that already holds
 // JetStream files is opened, and never with a second server: when another
 // process (tresor serve) runs the directory's server, the stream is read
-// through the read-only listener that process advertises. opts go to an
-// external connection (a regulator's inbox prefix).
+// through the read-only listener that process advertises. opts go to the
+// connection to an external server (a regulator's inbox prefix) or to a
+// running serve's (whose advertisement names the inbox prefix).
 func openStreamReadOnly(ctx context.Context, cfg *Config, opts ...nats.Option) (*stream, error) {
 	if err := requireStream(cfg); err != nil {
 		return nil, err
 	}
 	return connectStream(ctx, cfg, eventstore.Config{ReadOnly: true}, opts...)
+}
+
+// openStreamForBackup is openStreamReadOnly for tresor backup: beside a
+// running serve on the embedded default it joins as the server's keeper,
+// which may read the data keys bucket too.
+func openStreamForBackup(ctx context.Context, cfg *Config, opts ...nats.Option) (*stream, error) {
+	if err := requireStream(cfg); err != nil {
+		return nil, err
+	}
+	return connectStreamAs(ctx, cfg, eventstore.Config{ReadOnly: true}, true, opts...)
 }
 
 // requireStream refuses, in embedded mode, a data directory that holds no
@@ -95,6 +108,12 @@ func requireStream(cfg *Config) error {
 // embedded server of cfg.Data: its own for a writer, its own or the one
 // already running there for a reader.
 func connectStream(ctx context.Context, cfg *Config, scfg eventstore.Config, opts ...nats.Option) (*stream, error) {
+	return connectStreamAs(ctx, cfg, scfg, false, opts...)
+}
+
+// connectStreamAs is connectStream for a reader that joins a running
+// embedded server as its keeper when keeper is set.
+func connectStreamAs(ctx context.Context, cfg *Config, scfg eventstore.Config, keeper bool, opts ...nats.Option) (*stream, error) {
 	s := &stream{replicas: cfg.Replicas}
 	var err error
 	if cfg.NATSURL != "" {
@@ -110,10 +129,12 @@ func connectStream(ctx context.Context, cfg *Config, scfg eventstore.Config, opt
 		}
 	}
 	ecfg := eventstore.EmbeddedConfig{DataDir: filepath.Join(cfg.Data, "jetstream"), SyncInterval: cfg.SyncInterval,
-		Holder: commandPath, Readers: &eventstore.ReaderAccess{}}
+		Holder: commandPath, Readers: &eventstore.ReaderAccess{}, Keeper: keeper}
 	var nc *nats.Conn
 	if scfg.ReadOnly {
-		s.embedded, nc, err = eventstore.RunOrJoin(ctx, ecfg)
+		// The holder's advertisement names the inbox prefix, after
+		// opts: an error handler of opts applies, an inbox prefix not.
+		s.embedded, nc, err = eventstore.RunOrJoin(ctx, ecfg, opts...)
 	} else if s.embedded, err = eventstore.RunEmbedded(ecfg); err == nil {
 		if nc, err = s.embedded.Conn(); err != nil {
 			s.embedded.Shutdown()
@@ -138,7 +159,10 @@ func connectStream(ctx context.Context, cfg *Config, scfg eventstore.Config, opt
 	return s, nil
 }
 
-// openSealer loads (or, embedded, creates) the master key, once.
+// openSealer loads (or, embedded, creates) the master key, once, and the
+// next master key when its file exists: the writer then seals under the
+// next key, opens under either, and reseals the seeds of the blocks not
+// yet closed under it when it starts.
 func (s *stream) openSealer(cfg *Config) (*settlement.Sealer, error) {
 	if s.sealer != nil {
 		return s.sealer, nil
@@ -147,8 +171,49 @@ func (s *stream) openSealer(cfg *Config) (*settlement.Sealer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("master key: %w", err)
 	}
-	s.sealer, err = settlement.NewSealer(key)
-	return s.sealer, err
+	sealer, err := settlement.NewSealer(key)
+	if err != nil || !fileExists(cfg.MasterKeyNextFile) {
+		s.sealer = sealer
+		return sealer, err
+	}
+	next, err := loadOrCreateKey(cfg.MasterKeyNextFile, settlement.MasterKeySize, false)
+	if err != nil {
+		return nil, fmt.Errorf("next master key: %w", err)
+	}
+	if s.sealer, err = sealer.Rotating(next); err != nil {
+		return nil, fmt.Errorf("next master key: %w", err)
+	}
+	return s.sealer, nil
+}
+
+// openKeyring opens the personal data keys' bucket, once, with the
+// master key that wraps its keys. While the master key rotates, it first
+// wraps every data key under the next one: the events, sealed under the
+// data keys, stay as they are.
+func (s *stream) openKeyring(ctx context.Context, cfg *Config) (*personal.Keyring, error) {
+	if s.keyring != nil {
+		return s.keyring, nil
+	}
+	sealer, err := s.openSealer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	keys, err := s.store.OpenDataKeys(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ring := personal.New(keys, sealer)
+	if fileExists(cfg.MasterKeyNextFile) {
+		moved, err := ring.Rewrap(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("rewrap the data keys under the next master key: %w", err)
+		}
+		if s.logger != nil {
+			s.logger.Info("data keys rewrapped under the next master key", "keys", moved, "master_key_id", sealer.KeyID())
+		}
+	}
+	s.keyring = ring
+	return ring, nil
 }
 
 // openSnapshots opens the snapshot bucket next to the stream, once,
@@ -199,7 +264,16 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 	if err != nil {
 		return settlement.Config{}, eventstore.CommitterConfig{}, fmt.Errorf("seal key: %w", err)
 	}
-	ccfg := eventstore.CommitterConfig{SealKey: sealKey, PipelineDepth: cfg.PipelineDepth, BatchEventsMax: cfg.BatchEvents}
+	sealKeyNext, err := cfg.sealKeyNext()
+	if err != nil {
+		return settlement.Config{}, eventstore.CommitterConfig{}, fmt.Errorf("next seal key: %w", err)
+	}
+	revocations, err := cfg.revocations()
+	if err != nil {
+		return settlement.Config{}, eventstore.CommitterConfig{}, err
+	}
+	ccfg := eventstore.CommitterConfig{SealKey: sealKey, SealKeyNext: sealKeyNext, Revocations: revocations,
+		PipelineDepth: cfg.PipelineDepth, BatchEventsMax: cfg.BatchEvents}
 	if ccfg.HighWater, err = s.openHighWater(ctx, cfg); err != nil {
 		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
@@ -212,7 +286,11 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 	if err != nil {
 		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
-	wcfg := settlement.Config{Rules: rules, Sealer: sealer, AbandonAfter: cfg.AbandonAfter, Settings: &settings.Settings,
+	ring, err := s.openKeyring(ctx, cfg)
+	if err != nil {
+		return settlement.Config{}, eventstore.CommitterConfig{}, err
+	}
+	wcfg := settlement.Config{Rules: rules, Sealer: sealer, Personal: ring, AbandonAfter: cfg.AbandonAfter, Settings: &settings.Settings,
 		SnapshotEvery: cfg.SnapshotEvery, SnapshotInterval: cfg.SnapshotInterval, SnapshotObserver: s.snapshotObserver}
 	if snaps != nil {
 		slot := settlement.WriterSnapshots(snaps, rules)

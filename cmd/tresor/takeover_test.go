@@ -204,14 +204,17 @@ func (c *standbyCluster) killStreamLeader(procs *natsProcs, js jetstream.JetStre
 // after it had exited, and fails a measuring run beyond handoverMax.
 func (c *standbyCluster) rollingRestart() time.Duration {
 	c.t.Helper()
-	w := c.writer(-1)
+	// The writer is looked up before each restart: on a loaded machine a
+	// writer may lose its lease meanwhile (a renewal later than the TTL),
+	// and the node that took it over is then the one restarted last.
 	for i := range c.nodes {
-		if i != w {
+		if i != c.writer(-1) {
 			c.nodes[i].stop()
 			c.restart(i)
 			c.waitCaughtUp(i)
 		}
 	}
+	w := c.writer(-1)
 	time.Sleep(standbyLoad)
 	at := time.Now()
 	c.nodes[w].stop()
@@ -235,11 +238,15 @@ func (c *standbyCluster) rollingRestart() time.Duration {
 }
 
 // waitCaughtUp waits until node i is a standby within
-// cluster.CaughtUpLagMax events of the stream's head.
+// cluster.CaughtUpLagMax events of the stream's head, or the writer: a
+// caught-up standby may take a lease its writer lost meanwhile.
 func (c *standbyCluster) waitCaughtUp(i int) {
 	c.t.Helper()
 	eventstoretest.Eventually(c.t, time.Minute, func() error {
 		s := c.nodes[i].clusterStatus()
+		if s["role"] == "writer" {
+			return nil
+		}
 		lag, ok := s["standby_lag"].(float64)
 		if s["role"] != "standby" || !ok || lag >= cluster.CaughtUpLagMax {
 			return fmt.Errorf("node %d: %v", i, s)

@@ -103,9 +103,11 @@ func bindTokenFlag(cmd *cobra.Command, c *Config) {
 	withEnv(cmd.Flags(), "token-key-file")
 }
 
-// tokens loads the token key. Only serve creates it (create), on the
-// embedded default's first start, as the other keys: a key made anywhere
-// else would sign tokens the server refuses.
+// tokens loads the token key, and the key it replaced when serve was given
+// one. Only serve creates the key (create), on the embedded default's
+// first start, as the other keys: a key made anywhere else would sign
+// tokens the server refuses. After a rotation, serve creates the new key
+// where the old one was moved from, and tresor token mints with it.
 func (c *Config) tokens(create bool) (*api.Tokens, error) {
 	path := c.TokenKeyFile
 	if path == "" {
@@ -118,5 +120,20 @@ func (c *Config) tokens(create bool) (*api.Tokens, error) {
 	if err != nil {
 		return nil, fmt.Errorf("token key: %w", err)
 	}
-	return api.NewTokens(key)
+	tokens, err := api.NewTokens(key)
+	if err != nil || c.TokenKeyPreviousFile == "" {
+		return tokens, err
+	}
+	previous, err := loadOrCreateKey(c.TokenKeyPreviousFile, api.TokenKeySize, false)
+	if err != nil {
+		return nil, fmt.Errorf("previous token key: %w", err)
+	}
+	until, err := time.Parse(time.RFC3339, c.TokenKeyPreviousUntil)
+	if err != nil {
+		return nil, usagef("--token-key-previous-until %q: want an RFC 3339 time", c.TokenKeyPreviousUntil)
+	}
+	if tokens, err = tokens.WithPrevious(previous, until); err != nil {
+		return nil, usagef("--token-key-previous-file: %v", err)
+	}
+	return tokens, nil
 }

@@ -143,7 +143,8 @@ func tornPlay(v map[string]any, c *stakeAnswer) string {
 	throws, _ := v["throws"].([]any)
 	settled := v["tier"] != nil
 	switch {
-	case v["proof"] == nil:
+	case v["start"] == nil:
+		// The map's start is drawn from the unit: no start, no unit.
 		return "a stake without its unit"
 	case len(throws) == domain.ThrowCount && !settled, v["throws_left"] == 0.0 && !settled:
 		return "four throws without the settlement"
@@ -163,8 +164,8 @@ func tornPlay(v map[string]any, c *stakeAnswer) string {
 // playSummary is what a torn answer shows, in one line.
 func playSummary(v map[string]any) string {
 	throws, _ := v["throws"].([]any)
-	return fmt.Sprintf("play %v at seq %v: %d throws, throws_left %v, status %v, tier %v, prize %v, balance %v, proof %t",
-		v["play_id"], v["seq"], len(throws), v["throws_left"], v["status"], v["tier"], v["prize"], v["balance"], v["proof"] != nil)
+	return fmt.Sprintf("play %v at seq %v: %d throws, throws_left %v, status %v, tier %v, prize %v, balance %v, start %v",
+		v["play_id"], v["seq"], len(throws), v["throws_left"], v["status"], v["tier"], v["prize"], v["balance"], v["start"])
 }
 
 // prober sends one player's requests on its own connection, paced by a

@@ -90,6 +90,13 @@ func count(t *testing.T, ctx context.Context, sel string) int {
 	return n
 }
 
+// csvLines counts the lines of a GET's CSV answer, as a download holds it.
+func (s *server) csvLines(path, token string) int {
+	s.tb.Helper()
+	rows, _ := s.getCSV(path, token)
+	return len(rows)
+}
+
 // screenshot writes the viewport as screenshots/NAME.png.
 func screenshot(t *testing.T, ctx context.Context, name string) {
 	t.Helper()
@@ -198,6 +205,12 @@ func TestBrowserHistoryVerifiesPlays(t *testing.T) {
 	if n := count(t, ctx, row(ids[0])+` [data-check="root"][data-status="pass"]`); n != 1 {
 		t.Errorf("the root was not checked against the published commitment")
 	}
+	// The play in progress comes without its proof: what needs it waits
+	// for the settlement, what it shows so far is checked.
+	if count(t, ctx, row(ids[1])+` [data-check="inclusion_proof"][data-status="skip"]`) != 1 || count(t, ctx, row(ids[1])+` [data-check="throws"][data-status="pass"]`) != 1 {
+		out, _ := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(row(ids[1])+" .verdict")))
+		t.Errorf("the play in progress: want its proof's checks waiting and its throws checked:\n%s", out)
+	}
 	if n := count(t, ctx, `[data-check="row"][data-status="pass"]`); n != 2 {
 		t.Errorf("%d rows of 2 checked as showing the play verified", n)
 	}
@@ -298,6 +311,7 @@ func TestBrowserConsoleShowsTheBlocks(t *testing.T) {
 	}
 	s := startServe(t, data)
 	reg := s.token("regulator", "")
+	s.fundedPlayer()
 	blocks := s.must(200, call{"GET", "/v1/blocks", reg, "", ""})["blocks"].([]any)
 	do(t, ctx, "open the console", chromedp.Navigate(s.url+"/console#token="+reg), chromedp.WaitVisible(chromedp.CSS("[data-block] svg[data-chart=tiers]")),
 		chromedp.WaitVisible(chromedp.CSS("#reconciliation table")))
@@ -335,6 +349,21 @@ func TestBrowserConsoleShowsTheBlocks(t *testing.T) {
 			t.Errorf("day %v not shown", key)
 		}
 	}
+	// The report pack and a statement download as the API's CSV, line for
+	// line.
+	for _, dl := range []struct{ what, file, path string }{
+		{"the blocks report", "tresor-report-blocks.csv", "/v1/reports/blocks?"},
+		{"p-42's statement", "tresor-statement-p-42.csv", "/v1/players/p-42/statement?limit=10000&"},
+	} {
+		steps := []chromedp.Action[chromedp.Void]{chromedp.Click(chromedp.CSS(`[data-report="blocks"]`))}
+		if strings.Contains(dl.file, "statement") {
+			steps = []chromedp.Action[chromedp.Void]{chromedp.SendKeys(chromedp.CSS(`#statement-form input[name="player"]`), "p-42"), chromedp.Click(chromedp.CSS(`#statement-form button`))}
+		}
+		do(t, ctx, "download "+dl.what, append(steps, chromedp.WaitReady(chromedp.CSS(fmt.Sprintf(`#downloaded[data-file=%q]`, dl.file))))...)
+		if got, want := attr(t, ctx, "#downloaded", "data-lines"), fmt.Sprint(s.csvLines(dl.path, reg)); got != want {
+			t.Errorf("%s: %s lines downloaded, the API's CSV has %s", dl.what, got, want)
+		}
+	}
 	do(t, ctx, "scroll to the first chart", chromedp.ScrollIntoView(chromedp.CSS("[data-block] .charts")))
 	screenshot(t, ctx, "console")
 
@@ -347,5 +376,67 @@ func TestBrowserConsoleShowsTheBlocks(t *testing.T) {
 		t.Errorf("a player's console: %q, %d blocks shown", text, count(t, ctx, "[data-block]"))
 	}
 	s.problem(403, "forbidden", call{"GET", "/v1/blocks", p1, "", ""})
+	s.stop()
+}
+
+// TestBrowserConsoleSuspendsSales: an operator suspends the 1 € sales from
+// the console's form; the console lists the suspension in force, the API
+// refuses a stake in its scope, and once it is resumed (through the API)
+// the console shows it resumed at its next refresh.
+func TestBrowserConsoleSuspendsSales(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := startServe(t, t.TempDir())
+	op, p42 := s.fundedPlayer()
+	do(t, ctx, "open the console", chromedp.Navigate(s.url+"/console#token="+op), chromedp.WaitVisible(chromedp.CSS(`#sales [data-sales="open"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#suspend-form")))
+	do(t, ctx, "suspend the 1 € sales", chromedp.SendKeys(chromedp.CSS(`#suspend-form input[name="scope"]`), "price:1.00"),
+		chromedp.SendKeys(chromedp.CSS(`#suspend-form input[name="reason"]`), "wrong chests on screen"), chromedp.Click(chromedp.CSS(`#suspend-form button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#sales tr[data-suspension="S1"][data-in-force="true"]`)))
+	s.problem(409, "sales_suspended", call{"POST", "/v1/players/p-42/plays", p42, "s1", `{"stake":"1.00"}`})
+	if x := s.must(200, call{"GET", "/v1/sales/suspensions/S1", op, "", ""}); x["scope"] != "price:1.00" || x["reason"] != "wrong chests on screen" {
+		t.Fatalf("the console's suspension: %v", x)
+	}
+	do(t, ctx, "scroll to the sales", chromedp.ScrollIntoView(chromedp.CSS("#sales")))
+	screenshot(t, ctx, "console-sales")
+	s.must(200, call{"DELETE", "/v1/sales/suspensions/S1", op, "", `{"reason":"fixed"}`})
+	do(t, ctx, "the console's next refresh", chromedp.WaitVisible(chromedp.CSS(`#sales tr[data-suspension="S1"][data-in-force="false"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#sales [data-sales="open"]`)))
+	s.stop()
+}
+
+// TestBrowserConsoleApprovesAdjustments: an operator proposes a goodwill
+// credit and the erasure of a former colleague's data through the API;
+// another operator's console lists both as awaiting their approval and
+// approves each with a click; the money moves, the erasure is recorded,
+// the console shows nothing left to approve, and the proposer's own lists
+// never showed them.
+func TestBrowserConsoleApprovesAdjustments(t *testing.T) {
+	t.Parallel()
+	ctx := browser(t)
+	s := startServe(t, t.TempDir())
+	s.fundedPlayer()
+	alice, bob, carol := s.staffToken("operator", "alice"), s.staffToken("operator", "bob"), s.staffToken("operator", "carol")
+	s.must(202, call{"POST", "/v1/players/p-42/adjustments", alice, "",
+		`{"direction":"credit","kind":"malfunction_refund","amount":"1.00","reference":"inc-7","reason":"stake lost in an outage"}`})
+	s.must(200, call{"POST", "/v1/players/p-42/deposits", carol, "d-carol", `{"amount":"1.00"}`})
+	s.must(202, call{"POST", "/v1/erasures", alice, "", `{"subject":"carol","legal_ground":"left the company, asked for erasure"}`})
+	do(t, ctx, "the proposer's console", chromedp.Navigate(s.url+"/console#token="+alice),
+		chromedp.WaitVisible(chromedp.CSS(`#adjustments [data-awaiting="0"]`)), chromedp.WaitVisible(chromedp.CSS(`#erasures [data-awaiting="0"]`)))
+	do(t, ctx, "another operator's console", chromedp.Navigate(s.url+"/"), void(chromedp.Evaluate[bool]("sessionStorage.clear() || true")),
+		chromedp.Navigate(s.url+"/console#token="+bob), chromedp.WaitVisible(chromedp.CSS(`#adjustments tr[data-adjustment="A1"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#erasures tr[data-erasure="ER1"]`)))
+	do(t, ctx, "scroll to the adjustments", chromedp.ScrollIntoView(chromedp.CSS("#adjustments")))
+	screenshot(t, ctx, "console-adjustments")
+	do(t, ctx, "approve it", chromedp.Click(chromedp.CSS(`#adjustments tr[data-adjustment="A1"] button[data-decide="approve"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#adjustments [data-awaiting="0"]`)))
+	if a := s.must(200, call{"GET", "/v1/adjustments/A1", alice, "", ""}); a["state"] != "approved" || a["decided_by"].(map[string]any)["subject"] != "bob" || a["balance_after"] != "22.00" {
+		t.Fatalf("approved from the console: %v", a)
+	}
+	do(t, ctx, "approve the erasure", chromedp.Click(chromedp.CSS(`#erasures tr[data-erasure="ER1"] button[data-decide="approve"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#erasures [data-awaiting="0"]`)))
+	if x := s.must(200, call{"GET", "/v1/erasures/ER1", alice, "", ""}); x["state"] != "approved" || x["decided_by"].(map[string]any)["subject"] != "bob" {
+		t.Fatalf("erasure approved from the console: %v", x)
+	}
 	s.stop()
 }

@@ -39,6 +39,18 @@ func TestCommandCodecRoundTrip(t *testing.T) {
 		domain.BanPlayer{Player: "p1", Reference: "ANJ-1", Reason: "court order", By: operator},
 		domain.LiftBan{Player: "p1", Ban: "b1", Reference: "ANJ-2", Reason: "appeal", By: operator},
 		domain.AdoptSettings{Settings: domain.BaselineSettings()},
+		domain.SuspendSales{Scope: "price:2.00", Reason: "faulty scenario screen", By: operator},
+		domain.ResumeSales{Suspension: "S1", Reason: "screen fixed", By: operator},
+		domain.CloseAccount{Player: "p1", Reason: "asked by the player", By: selfP1},
+		domain.ReopenAccount{Player: "p1", Reason: "closed by mistake", By: operator},
+		domain.ResealSeeds{MasterKeyID: "0123456789abcdef", Seeds: []domain.ResealedSeed{{Block: "E0001-B001", SealedSeed: []byte{1, 2, 3}}}},
+		domain.ProposeAdjustment{Player: "p1", Direction: domain.Credit, Kind: domain.Goodwill, Amount: 500,
+			Reference: "ticket-7", Reason: "a slow page", By: operator},
+		domain.ApproveAdjustment{Adjustment: "A1", By: &domain.Actor{Role: domain.RoleFinance, Subject: "fin"}},
+		domain.RejectAdjustment{Adjustment: "A1", Reason: "no ticket", By: operator},
+		domain.ErasePersonalData{Player: "p1", LegalGround: "GDPR art. 17", By: operator},
+		domain.ApproveErasure{Erasure: "ER1", By: &domain.Actor{Role: domain.RoleOperator, Subject: "bob"}},
+		domain.RejectErasure{Erasure: "ER1", Reason: "no request on file", By: operator},
 	}
 	for _, c := range cmds {
 		data, err := EncodeCommand(c)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fdj/tresor/eventstore"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -18,8 +19,10 @@ import (
 // is given to nats.Connect, and has it try every way of changing the
 // stream: publishing into it (on subject, one of its subjects), deleting a
 // message, purging, deleting it, updating it to lift deny_delete, and
-// creating another stream. Each must be refused with a permissions
-// violation naming its API subject; looking the stream up must work.
+// creating another stream; and reading the bucket of personal data keys,
+// which is not the reader's business. Each must be refused with a
+// permissions violation naming its API subject; looking the stream up must
+// work.
 func RequireWritesRefused(tb testing.TB, connect func(...nats.Option) *nats.Conn, stream, subject string) {
 	tb.Helper()
 	violations := make(chan string, 16)
@@ -58,6 +61,10 @@ func RequireWritesRefused(tb testing.TB, connect func(...nats.Option) *nats.Conn
 		}},
 		{"create a stream", "$JS.API.STREAM.CREATE.READER", func(ctx context.Context) error {
 			_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "READER", Subjects: []string{"reader.>"}})
+			return err
+		}},
+		{"read the data keys", "$JS.API.STREAM.INFO.KV_" + eventstore.DataKeysBucket, func(ctx context.Context) error {
+			_, err := js.Stream(ctx, "KV_"+eventstore.DataKeysBucket)
 			return err
 		}},
 	} {

@@ -106,6 +106,7 @@ func Run(t *testing.T, b Backend) {
 		{"HashChainAndSeals", testHashChainAndSeals},
 		{"SealOnInterval", testSealOnInterval},
 		{"SealsCountFromTheLastSeal", testSealsCountFromTheLastSeal},
+		{"SealKeyRotation", testSealKeyRotation},
 		{"TamperDetected", testTamperDetected},
 		{"Registry", testRegistry},
 		{"Follow", testFollow},

@@ -59,6 +59,17 @@ type rows struct {
 	cashDays   map[string]*projections.CashDay
 	// bans holds each player's bans, oldest first.
 	bans map[string][]*projections.Ban
+	// suspensions holds every suspension of sales, oldest first.
+	suspensions []*projections.Suspension
+	// adjustments holds every adjustment, oldest first; adjustIdx indexes
+	// them by id (built on first use).
+	adjustments []*projections.Adjustment
+	adjustIdx   map[string]*projections.Adjustment
+	adjustDays  map[string]*projections.AdjustmentDay
+	// erasures holds every erasure proposed, oldest first; erasureIdx
+	// indexes them by id.
+	erasures   []*projections.Erasure
+	erasureIdx map[string]*projections.Erasure
 	// wins lists the winning plays in the order they settled, which is
 	// the order of their settlement times.
 	wins []*projections.Play
@@ -71,18 +82,20 @@ func New(rules *domain.RuleSet) *Store {
 
 func newRows(rules *domain.RuleSet) rows {
 	return rows{
-		proj:      projections.NewProjector(rules),
-		accounts:  map[string]*projections.Account{},
-		limits:    map[string][]projections.LimitChange{},
-		journal:   map[string][]projections.JournalLine{},
-		totals:    map[string]*[2]domain.Amount{},
-		emissions: map[string]projections.Emission{},
-		blocks:    map[string]*projections.BlockRow{},
-		plays:     map[string]*projections.Play{},
-		history:   map[string][]*projections.Play{},
-		days:      map[string]*projections.Day{},
-		cashDays:  map[string]*projections.CashDay{},
-		bans:      map[string][]*projections.Ban{},
+		proj:       projections.NewProjector(rules),
+		accounts:   map[string]*projections.Account{},
+		limits:     map[string][]projections.LimitChange{},
+		journal:    map[string][]projections.JournalLine{},
+		totals:     map[string]*[2]domain.Amount{},
+		emissions:  map[string]projections.Emission{},
+		blocks:     map[string]*projections.BlockRow{},
+		plays:      map[string]*projections.Play{},
+		history:    map[string][]*projections.Play{},
+		days:       map[string]*projections.Day{},
+		cashDays:   map[string]*projections.CashDay{},
+		adjustDays: map[string]*projections.AdjustmentDay{},
+		bans:       map[string][]*projections.Ban{},
+		erasureIdx: map[string]*projections.Erasure{},
 	}
 }
 
@@ -177,6 +190,29 @@ func (s *Store) check(c *projections.Changes) error {
 			return fmt.Errorf("%w: ban %s of %q lifted but not in force", projections.ErrInvalid, b.Ban.Ban, b.Player)
 		}
 	}
+	for _, c := range c.Suspensions {
+		old := s.suspension(c.ID)
+		if c.New && old != nil {
+			return fmt.Errorf("%w: suspension %s recorded twice", projections.ErrInvalid, c.ID)
+		}
+		if !c.New && (old == nil || old.ResumedAt != nil) {
+			return fmt.Errorf("%w: suspension %s resumed but not in force", projections.ErrInvalid, c.ID)
+		}
+	}
+	if err := s.checkAdjustments(c); err != nil {
+		return err
+	}
+	return s.checkErasures(c)
+}
+
+// suspension returns a suspension of sales by id, or nil: they are a few
+// a year.
+func (s *Store) suspension(id string) *projections.Suspension {
+	for _, x := range s.suspensions {
+		if x.ID == id {
+			return x
+		}
+	}
 	return nil
 }
 
@@ -250,6 +286,7 @@ func (s *Store) write(c *projections.Changes) {
 	}
 	projections.AddByDay(s.days, c.Days)
 	projections.AddByDay(s.cashDays, c.CashDays)
+	projections.AddByDay(s.adjustDays, c.AdjustmentDays)
 	for _, b := range c.Bans {
 		if b.New {
 			row := b.Ban
@@ -258,6 +295,16 @@ func (s *Store) write(c *projections.Changes) {
 		}
 		b.ApplyTo(s.ban(b.Player, b.Ban.Ban))
 	}
+	for _, c := range c.Suspensions {
+		if c.New {
+			row := c.Suspension
+			s.suspensions = append(s.suspensions, &row)
+			continue
+		}
+		c.ApplyTo(s.suspension(c.ID))
+	}
+	s.writeAdjustments(c)
+	s.writeErasures(c)
 }
 
 func sortedKeys[V any](m map[string]V) []string {
@@ -572,13 +619,22 @@ func (s *Store) Bans(ctx context.Context, player string) ([]projections.Ban, err
 	return out, nil
 }
 
+// Suspensions implements projections.Store.
+func (s *Store) Suspensions(ctx context.Context) ([]projections.Suspension, error) {
+	if err := s.rlock(ctx, noShard); err != nil {
+		return nil, fmt.Errorf("suspensions: %w", err)
+	}
+	defer s.mu.RUnlock()
+	return projections.ListSuspensions(s.suspensions), nil
+}
+
 // ReportData implements projections.Store.
 func (s *Store) ReportData(ctx context.Context) (projections.ReportData, error) {
 	if err := s.rlock(ctx, noShard); err != nil {
 		return projections.ReportData{}, fmt.Errorf("report data: %w", err)
 	}
 	defer s.mu.RUnlock()
-	d := projections.ReportData{Seq: s.checkpoint}
+	d := projections.ReportData{Seq: s.checkpoint, Suspensions: projections.ListSuspensions(s.suspensions)}
 	for _, id := range s.blockIDs {
 		d.Blocks = append(d.Blocks, *s.blocks[id])
 	}
@@ -588,6 +644,9 @@ func (s *Store) ReportData(ctx context.Context) (projections.ReportData, error) 
 	d.Days = s.daysOf("")
 	for _, day := range sortedKeys(s.cashDays) {
 		d.CashDays = append(d.CashDays, *s.cashDays[day])
+	}
+	for _, k := range sortedKeys(s.adjustDays) {
+		d.AdjustmentDays = append(d.AdjustmentDays, *s.adjustDays[k])
 	}
 	return d, nil
 }

@@ -90,17 +90,19 @@ func TestARestoredStoreResumesFromItsCheckpointAsOneThatAppliedEverything(t *tes
 	// followed by more bytes is refused, leaving the store empty
 	b := secs.Secs[0]
 	format1 := []byte(`{"Format":1,"Checkpoint":3}`)
-	format2, format4 := bytes.Clone(b), bytes.Clone(b)
+	format2, format7, format9 := bytes.Clone(b), bytes.Clone(b), bytes.Clone(b)
 	format2[len("tresor-read-models\x00")] = 2
-	format4[len("tresor-read-models\x00")] = 4
+	format7[len("tresor-read-models\x00")] = 7
+	format9[len("tresor-read-models\x00")] = 9
 	for name, c := range map[string]struct {
 		b      []byte
 		reason string
 	}{
 		"another rule set": {b, "rule set"},
-		"format 1":         {format1, "format version 1 (JSON), this build reads 3"},
-		"format 2":         {format2, "format version 2, this build reads 3"},
-		"format 4":         {format4, "format version 4, this build reads 3"},
+		"format 1":         {format1, "format version 1 (JSON), this build reads 8"},
+		"format 2":         {format2, "format version 2, this build reads 8"},
+		"format 7":         {format7, "format version 7, this build reads 8"},
+		"format 9":         {format9, "format version 9, this build reads 8"},
 		"cut short":        {b[:len(b)/2], "unexpected EOF"},
 		"cut at its end":   {b[:len(b)-1], "unexpected EOF"},
 		"followed by more": {append(bytes.Clone(b), 0), "bytes after the end"},

@@ -52,6 +52,7 @@ func (e *encoder) account(a *projections.Account) {
 	})
 	encodeSlice(e, a.Bans, e.ban)
 	e.u(a.LastSeq)
+	e.optTm(a.ClosedAt)
 }
 
 func (d *decoder) account(a *projections.Account) {
@@ -74,6 +75,7 @@ func (d *decoder) account(a *projections.Account) {
 	})
 	a.Bans = decodeSlice(d, d.ban)
 	a.LastSeq = d.u()
+	a.ClosedAt = d.optTm()
 }
 
 func (e *encoder) limit(l *projections.Limit) {
@@ -147,6 +149,32 @@ func (d *decoder) ban(b *projections.Ban) {
 	b.LiftReference = d.str()
 	b.LiftReason = d.str()
 	b.LiftedBy = d.optActor()
+}
+
+func (e *encoder) suspension(x *projections.Suspension) {
+	e.str(x.ID)
+	e.str(x.Scope)
+	e.u(x.Seq)
+	e.tm(x.At)
+	e.str(x.Reason)
+	e.optActor(x.By)
+	e.u(x.ResumedSeq)
+	e.optTm(x.ResumedAt)
+	e.str(x.ResumeReason)
+	e.optActor(x.ResumedBy)
+}
+
+func (d *decoder) suspension(x *projections.Suspension) {
+	x.ID = d.str()
+	x.Scope = d.str()
+	x.Seq = d.u()
+	x.At = d.tm()
+	x.Reason = d.str()
+	x.By = d.optActor()
+	x.ResumedSeq = d.u()
+	x.ResumedAt = d.optTm()
+	x.ResumeReason = d.str()
+	x.ResumedBy = d.optActor()
 }
 
 func (e *encoder) limitChange(l *projections.LimitChange) {
@@ -329,8 +357,19 @@ func (e *encoder) play(p *projections.Play, prevSeq uint64, proofs map[string]*d
 	}
 	e.optAmount(p.Prize)
 	e.optTm(p.SettledAt)
+	e.u(settledAfter(p))
 	e.amount(p.BalanceBefore)
 	e.amount(p.BalanceAfter)
+}
+
+// settledAfter is how far after its stake a play's settlement is, 0 while
+// it is in progress: a settlement always follows its stake, so the
+// distance is positive, and small.
+func settledAfter(p *projections.Play) uint64 {
+	if p.SettledSeq == 0 {
+		return 0
+	}
+	return p.SettledSeq - p.Seq
 }
 
 func (d *decoder) play(p *projections.Play, prevSeq uint64, proofs map[string]*domain.UnitProof) {
@@ -367,6 +406,9 @@ func (d *decoder) play(p *projections.Play, prevSeq uint64, proofs map[string]*d
 	}
 	p.Prize = d.optAmount()
 	p.SettledAt = d.optTm()
+	if after := d.u(); after > 0 {
+		p.SettledSeq = p.Seq + after
+	}
 	p.BalanceBefore = d.amount()
 	p.BalanceAfter = d.amount()
 }

@@ -19,8 +19,11 @@ import (
 // every other, so that the store is rebuilt from the stream instead.
 // Version 1 was JSON; version 2 binary, one section, restored whole;
 // version 3 is version 2's rows in a hot section, restored at the start,
-// and shardCount cold sections loaded when needed.
-const FormatVersion = 3
+// and shardCount cold sections loaded when needed; version 4 adds the
+// suspensions of sales to the hot section, version 5 the accounts'
+// closures, version 6 the adjustments, version 7 the plays' settlement
+// sequences, version 8 the erasures.
+const FormatVersion = 8
 
 // snapshotMagic begins a snapshot of format 2 or later; format 1 began
 // with '{'.
@@ -39,19 +42,23 @@ var ErrSnapshotFormat = errors.New("read-model snapshot")
 // are copied; lists they only append to (journal lines, limit changes, a
 // play's throws) keep their length, so what is appended later is not seen.
 type Frozen struct {
-	ruleSet    string
-	checkpoint uint64
-	accounts   []projections.Account
-	limits     map[string][]projections.LimitChange
-	journal    map[string][]projections.JournalLine
-	totals     map[string][2]domain.Amount
-	emissions  map[string]projections.Emission
-	blocks     []projections.BlockRow
-	plays      []projections.Play
-	days       map[string]projections.Day
-	cashDays   map[string]projections.CashDay
-	bans       map[string][]projections.Ban
-	wins       []string
+	ruleSet     string
+	checkpoint  uint64
+	accounts    []projections.Account
+	limits      map[string][]projections.LimitChange
+	journal     map[string][]projections.JournalLine
+	totals      map[string][2]domain.Amount
+	emissions   map[string]projections.Emission
+	blocks      []projections.BlockRow
+	plays       []projections.Play
+	days        map[string]projections.Day
+	cashDays    map[string]projections.CashDay
+	bans        map[string][]projections.Ban
+	suspensions []projections.Suspension
+	adjustments []projections.Adjustment
+	adjustDays  map[string]projections.AdjustmentDay
+	erasures    []projections.Erasure
+	wins        []string
 }
 
 // Freeze copies the store's rows for a snapshot, once every shard of the
@@ -92,6 +99,19 @@ func (s *Store) Freeze(ctx context.Context) (*Frozen, error) {
 		for i, b := range bs {
 			f.bans[k][i] = *b
 		}
+	}
+	for _, x := range s.suspensions {
+		f.suspensions = append(f.suspensions, *x)
+	}
+	for _, x := range s.adjustments {
+		f.adjustments = append(f.adjustments, *x)
+	}
+	f.adjustDays = make(map[string]projections.AdjustmentDay, len(s.adjustDays))
+	for k, d := range s.adjustDays {
+		f.adjustDays[k] = *d
+	}
+	for _, x := range s.erasures {
+		f.erasures = append(f.erasures, *x)
 	}
 	if s.wins != nil {
 		f.wins = make([]string, len(s.wins))
@@ -160,6 +180,16 @@ func (f *Frozen) Encode(w SectionWriter) (int64, error) {
 	encodeMap(e, f.days, e.day)
 	encodeMap(e, f.cashDays, func(d *projections.CashDay) { e.str(d.Day); e.amount(d.Deposits); e.amount(d.Withdrawals) })
 	encodeMap(e, f.bans, func(l *[]projections.Ban) { encodeSlice(e, *l, e.ban) })
+	encodeSlice(e, f.suspensions, e.suspension)
+	encodeSlice(e, f.adjustments, e.adjustment)
+	encodeMap(e, f.adjustDays, func(d *projections.AdjustmentDay) {
+		e.str(d.Day)
+		e.str(string(d.Kind))
+		e.u(uint64(d.Approved))
+		e.amount(d.Credits)
+		e.amount(d.Debits)
+	})
+	encodeSlice(e, f.erasures, e.erasure)
 	e.u(uint64(len(f.wins)))
 	e.b(f.wins != nil)
 	e.plays(plays[0], wins[0])
@@ -287,6 +317,19 @@ func decodeHot(rules *domain.RuleSet, r io.Reader) (*rows, int, error) {
 		}
 		return out
 	})
+	for _, x := range decodeSlice(d, d.suspension) {
+		s.suspensions = append(s.suspensions, &x)
+	}
+	for _, x := range decodeSlice(d, d.adjustment) {
+		s.adjustments = append(s.adjustments, &x)
+	}
+	d.adjustedTotals(&s)
+	decodeMap(d, s.adjustDays, func() *projections.AdjustmentDay {
+		return &projections.AdjustmentDay{Day: d.str(), Kind: domain.AdjustmentKind(d.str()), Approved: int(d.u()), Credits: d.amount(), Debits: d.amount()}
+	})
+	for _, x := range decodeSlice(d, d.erasure) {
+		s.addErasure(&x)
+	}
 	wins := d.count() + 1
 	if d.b() {
 		s.wins = make([]*projections.Play, wins)

@@ -327,12 +327,20 @@ func (s *Store) ReportData(ctx context.Context) (projections.ReportData, error) 
 			x.Deposits, x.Withdrawals = domain.Amount(dep), domain.Amount(wd)
 			return x, err
 		})
+		if err != nil {
+			return d, err
+		}
+		if d.Suspensions, err = readSuspensions(ctx, tx, q.suspensions); err != nil {
+			return d, err
+		}
+		d.AdjustmentDays, err = readAdjustmentDays(ctx, tx, q.adjustments)
 		return d, err
 	})
 	if err != nil {
 		return out, fmt.Errorf("report data: %w", err)
 	}
-	if len(out.Emissions) > projections.ReconciliationRowsMax || len(out.Days) > projections.ReconciliationRowsMax || len(out.CashDays) > projections.ReconciliationRowsMax {
+	if len(out.Emissions) > projections.ReconciliationRowsMax || len(out.Days) > projections.ReconciliationRowsMax || len(out.CashDays) > projections.ReconciliationRowsMax ||
+		len(out.AdjustmentDays) > projections.ReconciliationRowsMax {
 		return out, fmt.Errorf("report data: %w: more than %d rows", projections.ErrInvalid, projections.ReconciliationRowsMax)
 	}
 	return out, nil

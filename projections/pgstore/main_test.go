@@ -74,11 +74,34 @@ func run(m *testing.M) int {
 	return m.Run()
 }
 
-// namespace names a store's schemas after the test and the store's name.
+// namespace names a store's schemas after the test and the store's name,
+// and drops them when the test ends, so that the test run again in this
+// process (-count) starts from no schema, as it did the first time.
 func namespace(tb testing.TB, name string) string {
 	h := fnv.New64a()
 	fmt.Fprintf(h, "%s/%s", tb.Name(), name)
-	return fmt.Sprintf("t%016x", h.Sum64())
+	ns := fmt.Sprintf("t%016x", h.Sum64())
+	tb.Cleanup(func() { dropNamespace(tb, ns) })
+	return ns
+}
+
+// dropNamespace drops the control schema ns and its generations' schemas.
+func dropNamespace(tb testing.TB, ns string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	rows, err := testPool.Query(ctx, `SELECT nspname FROM pg_namespace WHERE nspname = $1 OR nspname LIKE $1 || '\_g%'`, ns)
+	if err == nil {
+		var schemas []string
+		schemas, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		for _, schema := range schemas {
+			if err == nil {
+				_, err = testPool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			}
+		}
+	}
+	if err != nil {
+		tb.Errorf("drop the schemas of %s: %v", ns, err)
+	}
 }
 
 // openStore opens (or reopens: same test, same name) a PostgreSQL store.

@@ -93,11 +93,13 @@ func (s *Store) readAccounts(ctx context.Context, q *statements, sql string, arg
 func collectAccounts(ctx context.Context, db querier, q *statements, rows pgx.Rows) ([]projections.Account, error) {
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (projections.Account, error) {
 		var a projections.Account
-		var bal, dep, wd, staked, won, last int64
-		err := r.Scan(&a.Player, &a.OpenedAt, &bal, &dep, &wd, &staked, &won, &a.Plays, &a.SelfExcluded, &last, &a.SelfExcludedUntil)
-		a.OpenedAt, a.SelfExcludedUntil = utc(a.OpenedAt), utcPtr(a.SelfExcludedUntil)
+		var bal, dep, wd, staked, won, last, adjCredits, adjDebits int64
+		err := r.Scan(&a.Player, &a.OpenedAt, &bal, &dep, &wd, &staked, &won, &a.Plays, &a.SelfExcluded, &last, &a.SelfExcludedUntil, &a.ClosedAt,
+			&adjCredits, &adjDebits)
+		a.OpenedAt, a.SelfExcludedUntil, a.ClosedAt = utc(a.OpenedAt), utcPtr(a.SelfExcludedUntil), utcPtr(a.ClosedAt)
 		a.Balance, a.Deposited, a.Withdrawn = domain.Amount(bal), domain.Amount(dep), domain.Amount(wd)
 		a.Staked, a.Won, a.LastSeq = domain.Amount(staked), domain.Amount(won), uint64(last)
+		a.AdjustedCredits, a.AdjustedDebits = domain.Amount(adjCredits), domain.Amount(adjDebits)
 		return a, err
 	})
 	if err != nil || len(out) == 0 {
@@ -312,11 +314,14 @@ func readPlays(ctx context.Context, db querier, sql string, args ...any) ([]proj
 		var status string
 		var proofTier, tier *int16
 		var salt, path, throws []byte
-		var prize *int64
+		var prize, settledSeq *int64
 		err := r.Scan(&p.ID, &p.Player, &seq, &p.Block, &unit, &p.At, &stake, &status, &proofTier, &salt, &path, &throws,
-			&tier, &prize, &p.SettledAt, &before, &after)
+			&tier, &prize, &p.SettledAt, &before, &after, &settledSeq)
 		if err != nil {
 			return p, err
+		}
+		if settledSeq != nil {
+			p.SettledSeq = uint64(*settledSeq)
 		}
 		p.Seq, p.Unit, p.Stake, p.Status = uint64(seq), uint32(unit), domain.Amount(stake), projections.PlayStatus(status)
 		p.BalanceBefore, p.BalanceAfter, p.At, p.SettledAt = domain.Amount(before), domain.Amount(after), utc(p.At), utcPtr(p.SettledAt)

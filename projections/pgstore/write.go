@@ -15,6 +15,7 @@ import (
 type statements struct {
 	checkpoint, lockCheckpoint, advance                                    string
 	insertAccounts, updateAccounts, insertLimits, insertJournal            string
+	closeAccounts                                                          string
 	addTotals, insertEmissions, insertBlocks, insertTiers                  string
 	updateBlocks, updateTiers, insertPlays, updatePlays, addDays           string
 	account, accountsAfter, limitsOf, journal, totals                      string
@@ -22,14 +23,17 @@ type statements struct {
 	days                                                                   string
 	// Responsible gaming and reporting: bans, cash days, statements,
 	// reports.
-	more *moreStatements
+	more        *moreStatements
+	suspensions *suspensionStatements
+	adjustments *adjustmentStatements
+	erasures    *erasureStatements
 }
 
 const blockColumns = `id, emission, idx, price, units, state, seed_hash, root, seed, opened_at, closed_at, settled,
 	units_sold, sales, prizes_paid, prizes_settled, prizes_owed, prize_fund, stake_mismatch, settle_mismatch, last_seq, opened_seq, by_system`
 
 const playColumns = `id, player, seq, block, unit, at, stake, status, proof_tier, proof_salt, proof_path, throws,
-	tier, prize, settled_at, balance_before, balance_after`
+	tier, prize, settled_at, balance_before, balance_after, settled_seq`
 
 const accountColumns = `player, opened_at, balance, deposited, withdrawn, staked, won, plays, self_excluded, last_seq, self_excluded_until`
 
@@ -63,6 +67,10 @@ func newStatements(schema, control string) *statements {
 				$10::timestamptz[])
 				AS u(player, balance, deposited, withdrawn, staked, won, plays, self_excluded, last_seq, self_excluded_until)
 			WHERE a.player = u.player`),
+		// A closure or a reopening sets closed_at, after the account's
+		// insert or update in the same batch.
+		closeAccounts: f(`UPDATE {s}.accounts a SET closed_at = u.closed_at
+			FROM unnest($1::text[], $2::timestamptz[]) AS u(player, closed_at) WHERE a.player = u.player`),
 		insertLimits: f(`INSERT INTO {s}.limit_changes (player, seq, kind, at, amount, effective_at, period_days)
 			SELECT * FROM unnest($1::text[], $2::int8[], $3::text[], $4::timestamptz[], $5::int8[], $6::timestamptz[], $7::int4[])`),
 		insertJournal: f(`INSERT INTO {s}.journal (seq, line, at, account, side, amount, counterpart, event_type, ref, balance_after)
@@ -95,15 +103,15 @@ func newStatements(schema, control string) *statements {
 			WHERE t.block = u.block AND t.tier = u.tier`),
 		insertPlays: f(`INSERT INTO {s}.plays (` + playColumns + `)
 			SELECT * FROM unnest($1::text[], $2::text[], $3::int8[], $4::text[], $5::int4[], $6::timestamptz[], $7::int8[], $8::text[],
-				$9::int2[], $10::bytea[], $11::bytea[], $12::bytea[], $13::int2[], $14::int8[], $15::timestamptz[], $16::int8[], $17::int8[])`),
+				$9::int2[], $10::bytea[], $11::bytea[], $12::bytea[], $13::int2[], $14::int8[], $15::timestamptz[], $16::int8[], $17::int8[], $18::int8[])`),
 		updatePlays: f(`UPDATE {s}.plays p SET proof_tier = COALESCE(u.proof_tier, p.proof_tier),
 				proof_salt = COALESCE(u.proof_salt, p.proof_salt), proof_path = COALESCE(u.proof_path, p.proof_path),
 				throws = p.throws || u.throws, status = COALESCE(u.status, p.status), tier = COALESCE(u.tier, p.tier),
 				prize = COALESCE(u.prize, p.prize), settled_at = COALESCE(u.settled_at, p.settled_at),
-				balance_after = COALESCE(u.balance_after, p.balance_after)
+				balance_after = COALESCE(u.balance_after, p.balance_after), settled_seq = COALESCE(u.settled_seq, p.settled_seq)
 			FROM unnest($1::text[], $2::text[], $3::int2[], $4::bytea[], $5::bytea[], $6::bytea[], $7::text[], $8::int2[],
-				$9::int8[], $10::timestamptz[], $11::int8[])
-				AS u(id, player, proof_tier, proof_salt, proof_path, throws, status, tier, prize, settled_at, balance_after)
+				$9::int8[], $10::timestamptz[], $11::int8[], $12::int8[])
+				AS u(id, player, proof_tier, proof_salt, proof_path, throws, status, tier, prize, settled_at, balance_after, settled_seq)
 			WHERE p.id = u.id AND p.player = u.player`),
 		addDays: f(`INSERT INTO {s}.days AS d (day, emission, ` + counterColumns + `, settled, settled_stakes, by_system)
 			SELECT * FROM unnest($1::date[], $2::text[], $3::int4[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[], $9::int8[],
@@ -115,8 +123,8 @@ func newStatements(schema, control string) *statements {
 				prizes_owed = d.prizes_owed + EXCLUDED.prizes_owed, prize_fund = d.prize_fund + EXCLUDED.prize_fund,
 				stake_mismatch = d.stake_mismatch + EXCLUDED.stake_mismatch, settle_mismatch = d.settle_mismatch + EXCLUDED.settle_mismatch`),
 
-		account:       f(`SELECT ` + accountColumns + ` FROM {s}.accounts WHERE player = $1`),
-		accountsAfter: f(`SELECT ` + accountColumns + ` FROM {s}.accounts WHERE player > $1 ORDER BY player LIMIT $2`),
+		account:       f(`SELECT ` + accountColumns + `, closed_at, adjusted_credits, adjusted_debits FROM {s}.accounts WHERE player = $1`),
+		accountsAfter: f(`SELECT ` + accountColumns + `, closed_at, adjusted_credits, adjusted_debits FROM {s}.accounts WHERE player > $1 ORDER BY player LIMIT $2`),
 		limitsOf: f(`SELECT player, seq, kind, at, amount, effective_at, period_days FROM {s}.limit_changes
 			WHERE player = ANY($1) ORDER BY player, seq LIMIT $2`),
 		journal: f(`SELECT ` + journalColumns + ` FROM {s}.journal
@@ -134,7 +142,10 @@ func newStatements(schema, control string) *statements {
 		// Every emission's rows of a day, or one emission's ($1).
 		days: f(`SELECT to_char(day, 'YYYY-MM-DD'), ` + daySums + ` FROM {s}.days WHERE $1 = '' OR emission = $1
 			GROUP BY day ORDER BY day LIMIT ` + fmt.Sprint(projections.ReconciliationRowsMax+1)),
-		more: newMoreStatements(f),
+		more:        newMoreStatements(f),
+		suspensions: newSuspensionStatements(f),
+		adjustments: newAdjustmentStatements(f),
+		erasures:    newErasureStatements(f),
 	}
 }
 
@@ -209,6 +220,13 @@ func write(ctx context.Context, tx pgx.Tx, q *statements, c *projections.Changes
 	if err := writeControls(c, q.more, queue); err != nil {
 		return err
 	}
+	writeSuspensions(c, q.suspensions, queue)
+	if err := writeAdjustments(c, q.adjustments, queue); err != nil {
+		return err
+	}
+	if err := writeErasures(c, q.erasures, queue); err != nil {
+		return err
+	}
 	queue("checkpoint", 1, q.advance, int64(c.From-1), int64(c.To))
 
 	res := tx.SendBatch(ctx, b)
@@ -274,6 +292,16 @@ func writeAccounts(c *projections.Changes, q *statements, queue queueFunc) {
 	}
 	if n := len(upd.player); n > 0 {
 		queue("accounts", n, q.updateAccounts, upd.player, upd.balance, upd.dep, upd.wd, upd.staked, upd.won, upd.plays, upd.excluded, upd.last, upd.until)
+	}
+	var closed []string
+	var closedAt []*time.Time
+	for _, a := range c.Accounts {
+		if a.ClosureChanged {
+			closed, closedAt = append(closed, a.Player), append(closedAt, a.ClosedAt)
+		}
+	}
+	if n := len(closed); n > 0 {
+		queue("closures", n, q.closeAccounts, closed, closedAt)
 	}
 }
 
@@ -444,7 +472,7 @@ func writePlays(c *projections.Changes, q *statements, queue queueFunc) error {
 		at                        []time.Time
 		proofTier, tier           []*int16
 		salt, path                [][]byte
-		prize                     []*int64
+		prize, settledSeq         []*int64
 		settledAt                 []*time.Time
 	}
 	var upd struct {
@@ -454,6 +482,7 @@ func writePlays(c *projections.Changes, q *statements, queue queueFunc) error {
 		proofTier, tier []*int16
 		salt, path      [][]byte
 		prize, after    []*int64
+		settledSeq      []*int64
 		settledAt       []*time.Time
 	}
 	for _, pc := range c.Plays {
@@ -468,6 +497,7 @@ func writePlays(c *projections.Changes, q *statements, queue queueFunc) error {
 			ins.before, ins.after, ins.unit, ins.at = append(ins.before, int64(p.BalanceBefore)), append(ins.after, int64(p.BalanceAfter)), append(ins.unit, int32(p.Unit)), append(ins.at, p.At)
 			ins.proofTier, ins.salt, ins.path = append(ins.proofTier, pt), append(ins.salt, salt), append(ins.path, path)
 			ins.tier, ins.prize, ins.settledAt = append(ins.tier, tierPtr(p.Tier)), append(ins.prize, amountPtr(p.Prize)), append(ins.settledAt, p.SettledAt)
+			ins.settledSeq = append(ins.settledSeq, seqPtr(p.SettledSeq))
 			continue
 		}
 		throws, err := encodeThrows(pc.Throws)
@@ -483,14 +513,15 @@ func writePlays(c *projections.Changes, q *statements, queue queueFunc) error {
 		upd.id, upd.player, upd.throws, upd.status = append(upd.id, pc.ID), append(upd.player, pc.Player), append(upd.throws, throws), append(upd.status, status)
 		upd.proofTier, upd.salt, upd.path = append(upd.proofTier, pt), append(upd.salt, salt), append(upd.path, path)
 		upd.tier, upd.prize, upd.settledAt, upd.after = append(upd.tier, tierPtr(pc.Tier)), append(upd.prize, amountPtr(pc.Prize)), append(upd.settledAt, pc.SettledAt), append(upd.after, amountPtr(pc.BalanceAfter))
+		upd.settledSeq = append(upd.settledSeq, seqPtr(pc.SettledSeq))
 	}
 	if n := len(ins.id); n > 0 {
 		queue("new plays", n, q.insertPlays, ins.id, ins.player, ins.seq, ins.block, ins.unit, ins.at, ins.stake, ins.status,
-			ins.proofTier, ins.salt, ins.path, ins.throws, ins.tier, ins.prize, ins.settledAt, ins.before, ins.after)
+			ins.proofTier, ins.salt, ins.path, ins.throws, ins.tier, ins.prize, ins.settledAt, ins.before, ins.after, ins.settledSeq)
 	}
 	if n := len(upd.id); n > 0 {
 		queue("plays", n, q.updatePlays, upd.id, upd.player, upd.proofTier, upd.salt, upd.path, upd.throws, upd.status,
-			upd.tier, upd.prize, upd.settledAt, upd.after)
+			upd.tier, upd.prize, upd.settledAt, upd.after, upd.settledSeq)
 	}
 	return nil
 }
@@ -500,6 +531,15 @@ func tierPtr(t *domain.Tier) *int16 {
 		return nil
 	}
 	v := int16(*t)
+	return &v
+}
+
+// seqPtr is a sequence as a nullable column: 0, none, is null.
+func seqPtr(seq uint64) *int64 {
+	if seq == 0 {
+		return nil
+	}
+	v := int64(seq)
 	return &v
 }
 

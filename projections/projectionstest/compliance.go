@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,12 +155,73 @@ func testControls(t *testing.T, s projections.Store, w *World) {
 	if bans, _ := s.Bans(ctx, "p2"); len(bans) != 1 || bans[0].LiftedAt == nil || bans[0].LiftReason != "removed from the list" {
 		t.Errorf("p2's lifted ban: %+v", bans)
 	}
+	testSuspensions(t, s, w)
+	testAdjustments(t, s, w)
+	testErasures(t, s, w)
+	for player, closed := range map[string]bool{"p6": true, "p7": false, "p1": false} {
+		a, err := s.Account(ctx, player)
+		if err != nil {
+			t.Fatal(err)
+		}
+		at, ledgerClosed := w.Ledger.Accounts[player].ClosedAt()
+		if (a.ClosedAt != nil) != closed || ledgerClosed != closed || (closed && !a.ClosedAt.Equal(at.Truncate(projections.Precision))) {
+			t.Errorf("%s: closed at %v, ledger %v at %s, want closed %t", player, a.ClosedAt, ledgerClosed, at, closed)
+		}
+	}
 	a, err := s.Account(ctx, "p1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if i := slices.IndexFunc(a.Limits, func(l projections.PeriodLimit) bool { return l.Kind == domain.DepositLimit && l.PeriodDays == 1 }); i < 0 || a.Limits[i].Amount != 10_000 {
 		t.Errorf("p1's daily deposit limit: %+v", a.Limits)
+	}
+}
+
+// testSuspensions holds the suspensions of sales to the ledger's: those
+// in force, and the one resumed with who ended it and why.
+func testSuspensions(t *testing.T, s projections.Store, w *World) {
+	ctx := context.Background()
+	got, err := s.Suspensions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inForce, want []string
+	for _, x := range got {
+		if x.ResumedAt == nil {
+			inForce = append(inForce, x.ID+" "+x.Scope)
+		}
+		if x.By == nil || x.Reason == "" || x.Seq == 0 || (x.ResumedAt != nil && (x.ResumedBy == nil || x.ResumeReason == "" || x.ResumedSeq <= x.Seq)) {
+			t.Errorf("suspension %+v does not say who, why and when", x)
+		}
+	}
+	for id, x := range w.Ledger.Suspensions {
+		want = append(want, id+" "+x.Scope.String())
+	}
+	slices.Sort(want)
+	if !slices.Equal(inForce, want) || len(got) != 2 || got[0].ID != "S1" || got[0].ResumeReason != "screen fixed" || got[0].Scope != "price:2.00" {
+		t.Errorf("suspensions %+v; in force %v, ledger %v", got, inForce, want)
+	}
+	d, err := s.ReportData(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(d.Suspensions, got, func(a, b projections.Suspension) bool { return a.ID == b.ID && a.ResumedSeq == b.ResumedSeq }) {
+		t.Errorf("report data's suspensions %+v, listed %+v", d.Suspensions, got)
+	}
+	// The report lists the suspended periods that overlap its period: both
+	// on their day, none the day before.
+	day := projections.DayKey(got[0].At)
+	rep, err := projections.BuildReport(ctx, s, w.Ledger.Rules, projections.ReportQuery{Kind: projections.ReportSuspensions, From: day, To: day, Now: w.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := rep.Rows.([]projections.SuspensionLine)
+	if len(rows) != 2 || rows[0].To == nil || rows[0].ResumedBy != Operator.Subject || rows[1].To != nil || rows[1].Scope != "emission:E0002" {
+		t.Errorf("suspensions report of %s: %+v", day, rows)
+	}
+	before := projections.DayKey(got[0].At.AddDate(0, 0, -1))
+	if rep, err := projections.BuildReport(ctx, s, w.Ledger.Rules, projections.ReportQuery{Kind: projections.ReportSuspensions, From: before, To: before, Now: w.Now}); err != nil || len(rep.Rows.([]projections.SuspensionLine)) != 0 {
+		t.Errorf("suspensions report of %s: %+v %v", before, rep, err)
 	}
 }
 
@@ -197,6 +259,18 @@ func testReports(t *testing.T, s projections.Store, w *World) {
 	days := projections.DaysReport(&d, p, w.Ledger.Rules)
 	if n := len(days); n != len(liability) || days[n-1].Activity || liability[n-1].Activity || !days[0].Activity {
 		t.Errorf("days %+v: want every day of the period, the last two without activity", days)
+	}
+	// Each day's flows explain the liability's change, adjustments too.
+	var adjusted domain.Amount
+	for i := 0; i < min(len(days), len(liability)); i++ {
+		x, l := days[i], liability[i]
+		adjusted += x.AdjustedCredits - x.AdjustedDebits
+		if flows := x.Deposits - x.Withdrawals - x.Stakes + x.PrizesPaid + x.AdjustedCredits - x.AdjustedDebits; flows != l.Change || x.Activity != l.Activity {
+			t.Errorf("day %s: flows %s (activity %v), liability change %s (activity %v)", x.Day, flows, x.Activity, l.Change, l.Activity)
+		}
+	}
+	if adjusted == 0 {
+		t.Error("the days report shows no adjustment")
 	}
 	last := days[len(days)-1]
 	var held domain.Amount
@@ -274,4 +348,88 @@ func testArticle3Report(t *testing.T, open Open) {
 		}
 	}
 	check("seventy-settled", true)
+}
+
+// testAdjustments holds the adjustments to the ledger's: each with its
+// terms, proposer and decision, selected by id, player or pending, and
+// the approved ones in the player's statement.
+func testAdjustments(t *testing.T, s projections.Store, w *World) {
+	ctx := context.Background()
+	all, err := s.Adjustments(ctx, projections.AdjustmentQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, x := range all {
+		got = append(got, x.ID+" "+x.Player+" "+string(x.Direction)+" "+string(x.Kind)+" "+x.Amount.String()+" "+x.StateAt(w.Now))
+		if x.ProposedBy == nil || x.Reference == "" || x.Reason == "" || x.Seq == 0 || !x.ExpiresAt.After(x.ProposedAt) ||
+			(x.State != domain.AdjustmentStatePending) != (x.DecidedAt != nil && x.DecidedBy != nil && x.DecidedSeq >= x.Seq) {
+			t.Errorf("adjustment %+v does not say who, why and when", x)
+		}
+		if l := w.Ledger.Adjustments[x.ID]; l == nil || l.State != x.State {
+			t.Errorf("adjustment %s %s, the ledger's %+v", x.ID, x.State, l)
+		}
+	}
+	want := []string{"A1 p1 credit goodwill 5.00 approved", "A2 p1 debit chargeback 3.00 approved",
+		"A3 p3 credit malfunction_refund 2.00 rejected", "A4 p1 credit correction 1.00 pending"}
+	if !slices.Equal(got, want) || all[2].DecisionReason == "" || all[1].BalanceAfter == nil {
+		t.Errorf("adjustments %q, want %q", got, want)
+	}
+	for q, ids := range map[projections.AdjustmentQuery]string{
+		{ID: "A2"}: "A2", {Player: "p3"}: "A3", {Pending: true}: "A4", {Player: "p1", Pending: true}: "A4", {ID: "A9"}: "",
+	} {
+		xs, err := s.Adjustments(ctx, q)
+		var ids2 []string
+		for _, x := range xs {
+			ids2 = append(ids2, x.ID)
+		}
+		if err != nil || strings.Join(ids2, " ") != ids {
+			t.Errorf("adjustments %+v: %v %v, want %s", q, ids2, err, ids)
+		}
+	}
+	st := statement(t, s, projections.StatementQuery{Player: "p1"})
+	var moved []string
+	for _, m := range st.Movements {
+		if m.Kind == projections.MovementAdjustment {
+			moved = append(moved, m.Ref+" "+m.Amount.String())
+		}
+	}
+	if !slices.Equal(moved, []string{"A1 5.00", "A2 -3.00"}) {
+		t.Errorf("p1's statement shows adjustments %q", moved)
+	}
+}
+
+// testErasures holds the erasures to the ledger's: each with whose, its
+// ground, proposer and decision, selected by id or pending.
+func testErasures(t *testing.T, s projections.Store, w *World) {
+	ctx := context.Background()
+	all, err := s.Erasures(ctx, projections.ErasureQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, x := range all {
+		got = append(got, x.ID+" "+x.Player+x.KeyID+" "+x.Ground+" "+x.StateAt(w.Now))
+		if x.ProposedBy == nil || x.LegalGround == "" || x.Seq == 0 || !x.ExpiresAt.After(x.ProposedAt) ||
+			(x.State != domain.ProposalPending) != (x.DecidedAt != nil && x.DecidedBy != nil && x.DecidedSeq >= x.Seq) {
+			t.Errorf("erasure %+v does not say who, why and when", x)
+		}
+		if l := w.Ledger.Erasures[x.ID]; l == nil || l.State != x.State {
+			t.Errorf("erasure %s %s, the ledger's %+v", x.ID, x.State, l)
+		}
+	}
+	want := []string{"ER1 p6 legal_ground approved", "ER2 0123456789abcdef legal_ground rejected", "ER3 fedcba9876543210 legal_ground pending"}
+	if !slices.Equal(got, want) || all[1].DecisionReason == "" || all[0].ErasedGround != domain.GroundLegal {
+		t.Errorf("erasures %q (%+v), want %q", got, all, want)
+	}
+	for q, ids := range map[projections.ErasureQuery]string{{ID: "ER2"}: "ER2", {Pending: true}: "ER3", {ID: "ER9"}: ""} {
+		xs, err := s.Erasures(ctx, q)
+		var ids2 []string
+		for _, x := range xs {
+			ids2 = append(ids2, x.ID)
+		}
+		if err != nil || strings.Join(ids2, " ") != ids {
+			t.Errorf("erasures %+v: %v %v, want %s", q, ids2, err, ids)
+		}
+	}
 }

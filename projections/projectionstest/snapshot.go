@@ -25,6 +25,9 @@ type Snapshot struct {
 	Bans           map[string][]projections.Ban            `json:"bans"`
 	Statements     map[string]projections.Statement        `json:"statements"`
 	Reports        projections.ReportData                  `json:"reports"`
+	Suspensions    []projections.Suspension                `json:"suspensions"`
+	Adjustments    []projections.Adjustment                `json:"adjustments"`
+	Erasures       []projections.Erasure                   `json:"erasures"`
 }
 
 // TakeSnapshot reads every row of a store, page by page (small pages, so
@@ -77,6 +80,15 @@ func TakeSnapshot(tb testing.TB, s projections.Store) *Snapshot {
 	}
 	if snap.Reports, err = s.ReportData(ctx); err != nil {
 		tb.Fatalf("report data: %v", err)
+	}
+	if snap.Suspensions, err = s.Suspensions(ctx); err != nil {
+		tb.Fatalf("suspensions: %v", err)
+	}
+	if snap.Adjustments, err = s.Adjustments(ctx, projections.AdjustmentQuery{}); err != nil {
+		tb.Fatalf("adjustments: %v", err)
+	}
+	if snap.Erasures, err = s.Erasures(ctx, projections.ErasureQuery{}); err != nil {
+		tb.Fatalf("erasures: %v", err)
 	}
 	for _, acct := range ledger {
 		var lines []projections.JournalLine

@@ -64,13 +64,16 @@ func Project(tb testing.TB, s projections.Store, events []projections.Envelope, 
 
 func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 	ctx := context.Background()
-	type sums struct{ deposited, withdrawn, staked, won domain.Amount }
+	type sums struct{ deposited, withdrawn, staked, won, adjCredits, adjDebits domain.Amount }
 	want := map[string]*sums{}
 	stakes := map[string][]*domain.StakePlaced{}
 	openedSeq := map[string]uint64{}
 	throws := map[string]int{}
 	settled := map[string]*domain.PlaySettled{}
 	paid := map[string]*domain.PrizePaid{}
+	// lastSeq is the sequence of each play's last event once settled: its
+	// PrizePaid, else its PlaySettled.
+	lastSeq := map[string]uint64{}
 	for _, env := range w.Events {
 		switch e := env.Event.(type) {
 		case *domain.AccountOpened:
@@ -87,10 +90,16 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 		case *domain.ThrowMade:
 			throws[e.Play]++
 		case *domain.PlaySettled:
-			settled[e.Play] = e
+			settled[e.Play], lastSeq[e.Play] = e, env.Seq
 		case *domain.PrizePaid:
 			want[e.Player].won += e.Amount
-			paid[e.Play] = e
+			paid[e.Play], lastSeq[e.Play] = e, env.Seq
+		case *domain.AdjustmentApproved:
+			if e.Direction == domain.Credit {
+				want[e.Player].adjCredits += e.Amount
+			} else {
+				want[e.Player].adjDebits += e.Amount
+			}
 		}
 	}
 	// Accounts: every balance is the ledger's and the sum of its journal.
@@ -108,8 +117,13 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 		if a.Balance != la.Balance || c-d != a.Balance {
 			t.Errorf("account %s: balance %s, journal %s, ledger %s", id, a.Balance, c-d, la.Balance)
 		}
-		if a.Deposited != ws.deposited || a.Withdrawn != ws.withdrawn || a.Staked != ws.staked || a.Won != ws.won || a.Plays != len(stakes[id]) {
+		if a.Deposited != ws.deposited || a.Withdrawn != ws.withdrawn || a.Staked != ws.staked || a.Won != ws.won || a.Plays != len(stakes[id]) ||
+			a.AdjustedCredits != ws.adjCredits || a.AdjustedDebits != ws.adjDebits {
 			t.Errorf("account %s: %+v, want %+v and %d plays", id, a, *ws, len(stakes[id]))
+		}
+		// The account adds up: its totals explain its balance.
+		if sum := a.Deposited - a.Withdrawn - a.Staked + a.Won + a.AdjustedCredits - a.AdjustedDebits; sum != a.Balance {
+			t.Errorf("account %s: balance %s, but its totals add up to %s", id, a.Balance, sum)
 		}
 		if a.SelfExcluded != la.SelfExcluded {
 			t.Errorf("account %s: self-excluded %v, ledger %v", id, a.SelfExcluded, la.SelfExcluded)
@@ -138,7 +152,11 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, acct := range append([]string{domain.HouseCashAccount()}, blockAccounts(blocks)...) {
+	house := []string{domain.HouseCashAccount()}
+	for _, k := range domain.AdjustmentKinds {
+		house = append(house, domain.AdjustmentAccount(k))
+	}
+	for _, acct := range append(house, blockAccounts(blocks)...) {
 		c, d, err := s.AccountTotals(ctx, acct)
 		if err != nil {
 			t.Fatal(err)
@@ -243,6 +261,9 @@ func checkAgainstEvents(t *testing.T, s projections.Store, w *World) {
 		for i, p := range hist {
 			st := ps[len(ps)-1-i]
 			checkPlay(t, w, p, st, throws[st.Play], settled[st.Play], paid[st.Play])
+			if p.SettledSeq != lastSeq[st.Play] {
+				t.Errorf("play %s: settled at sequence %d, want %d (its last event's; 0 in progress)", p.ID, p.SettledSeq, lastSeq[st.Play])
+			}
 			if byID, err := s.Play(ctx, player, p.ID); err != nil || !reflect.DeepEqual(byID, p) {
 				t.Errorf("play %s by id: %+v, %v; want the history's %+v", p.ID, byID, err, p)
 			}

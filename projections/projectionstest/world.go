@@ -239,7 +239,9 @@ var Operator = &domain.Actor{Role: domain.RoleOperator, Subject: "ops@tresor"}
 // controls adds the responsible-gaming controls to a world: settings
 // offering daily and monthly limits with a 48-hour raise delay, a daily
 // limit, a self-exclusion for a term and its extension, a ban lifted and
-// one in force.
+// one in force, a suspension of sales resumed and one in force (of the
+// 0.50 € emission, which the world is done with), an account closed and
+// one closed and reopened, adjustments, and erasures.
 func (w *World) controls() {
 	w.tb.Helper()
 	s := domain.BaselineSettings()
@@ -259,6 +261,57 @@ func (w *World) controls() {
 	w.Advance(time.Minute)
 	w.Must(domain.LiftBan{Player: "p2", Ban: "B1", Reference: "ANJ-2", Reason: "removed from the list", By: Operator},
 		domain.Withdraw{Player: "p3", Amount: 100, Key: "p3-w-banned", By: Operator})
+	w.Advance(time.Minute)
+	w.Must(domain.SuspendSales{Scope: "price:2.00", Reason: "scenario screen fault", By: Operator},
+		domain.SuspendSales{Scope: "emission:E0002", Reason: "withdrawn from sale", By: Operator})
+	w.Advance(time.Minute)
+	w.Must(domain.ResumeSales{Suspension: "S1", Reason: "screen fixed", By: Operator})
+	w.Advance(time.Minute)
+	lim := domain.Amount(10_000)
+	w.Must(domain.ConfigureAccount{Player: "p6", DepositLimit: &lim, StakeLimit: &lim, By: Operator},
+		domain.ConfigureAccount{Player: "p7", DepositLimit: &lim, StakeLimit: &lim, By: Operator},
+		domain.CloseAccount{Player: "p6", Reason: "the player leaves", By: &domain.Actor{Role: domain.RolePlayer, Subject: "p6"}},
+		domain.CloseAccount{Player: "p7", Reason: "duplicate account", By: Operator})
+	w.Advance(time.Minute)
+	w.Must(domain.ReopenAccount{Player: "p7", Reason: "not a duplicate after all", By: Operator})
+	w.adjustments()
+	w.erasures()
+}
+
+// Finance is the actor who approves the operator's adjustments in the
+// worlds.
+var Finance = &domain.Actor{Role: domain.RoleFinance, Subject: "fin@tresor"}
+
+// adjustments adds adjustments to a world: a goodwill credit approved in
+// the batch that proposed it, a chargeback approved a minute later, one
+// rejected and one left pending.
+func (w *World) adjustments() {
+	w.tb.Helper()
+	propose := func(player string, d domain.AdjustmentDirection, k domain.AdjustmentKind, amount domain.Amount) domain.Command {
+		return domain.ProposeAdjustment{Player: player, Direction: d, Kind: k, Amount: amount, Reference: "case-" + string(k),
+			Reason: "as agreed with the player", By: Operator}
+	}
+	w.Advance(time.Minute)
+	w.Must(propose("p1", domain.Credit, domain.Goodwill, 500), domain.ApproveAdjustment{Adjustment: "A1", By: Finance},
+		propose("p1", domain.Debit, domain.Chargeback, 300), propose("p3", domain.Credit, domain.MalfunctionRefund, 200),
+		propose("p1", domain.Credit, domain.Correction, 100))
+	w.Advance(time.Minute)
+	w.Must(domain.ApproveAdjustment{Adjustment: "A2", By: Finance},
+		domain.RejectAdjustment{Adjustment: "A3", Reason: "no malfunction on that day", By: Finance})
+}
+
+// erasures adds erasures of personal data to a world: the closed p6's,
+// approved a minute after its proposal, and two of staff subjects' keys,
+// one rejected in the batch that proposed it and one left pending.
+func (w *World) erasures() {
+	w.tb.Helper()
+	w.Advance(time.Minute)
+	w.Must(domain.ErasePersonalData{Player: "p6", LegalGround: "GDPR art. 17 request", By: Operator},
+		domain.ErasePersonalData{KeyID: "0123456789abcdef", LegalGround: "left the company", By: Operator},
+		domain.RejectErasure{Erasure: "ER2", Reason: "still employed", By: Finance},
+		domain.ErasePersonalData{KeyID: "fedcba9876543210", LegalGround: "left the company", By: Operator})
+	w.Advance(time.Minute)
+	w.Must(domain.ApproveErasure{Erasure: "ER1", By: Finance})
 }
 
 // Busy is a stream of plays at the rate of a busy day, for benchmarks:

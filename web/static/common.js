@@ -13,8 +13,8 @@ const RETRIES = 60;
 const statusEl = () => document.getElementById('status');
 export function say(text) { statusEl().textContent = text; }
 
-// Claims are the token's payload (role, player, exp): read to shape the
-// page, never trusted: the API decides what the token may do.
+// claims is the token's payload, or null when it is not shaped as a JWT:
+// a pasted token is checked for its shape before the API is asked.
 export function claims(token) {
   try {
     const p = token.split('.')[1].replace(/-/g, '+').replace(/_/g, '/');
@@ -33,32 +33,49 @@ export function token() {
   return sessionStorage.getItem(TOKEN);
 }
 
-// signIn shows who the token is for, or the form to paste one; it
-// resolves to the token and its claims once there is one.
+// signIn shows who the token is for, as the API verified it (GET /v1/me:
+// the identity provider's claims may have other names), or the form to
+// paste one; it resolves to the token and that identity once the API takes
+// a token.
 export function signIn() {
   const who = document.getElementById('who');
   const form = document.getElementById('token-form');
   return new Promise(resolve => {
-    const show = t => {
-      const c = claims(t);
-      if (!c) return false;
+    const show = async t => {
+      if (!claims(t)) {
+        say('That is not a token: it has three parts separated by dots.');
+        return false;
+      }
+      let me;
+      try { me = await api(t, 'GET', '/v1/me'); } catch (e) { say(explain(e)); return false; }
+      sessionStorage.setItem(TOKEN, t);
       form.hidden = true;
-      const exp = c.exp ? new Date(c.exp * 1000).toLocaleString() : '';
-      who.querySelector('span').textContent = `${c.role}${c.player ? ' ' + c.player : ''}${exp ? ' · until ' + exp : ''}`;
-      who.hidden = false;
-      resolve({ token: t, claims: c });
+      showWho(me);
+      say('');
+      resolve({ token: t, claims: me });
       return true;
     };
     who.querySelector('button').addEventListener('click', () => { sessionStorage.removeItem(TOKEN); location.reload(); });
-    form.addEventListener('submit', e => {
+    const ask = () => { form.hidden = false; form.querySelector('input').focus(); };
+    form.addEventListener('submit', async e => {
       e.preventDefault();
       const input = form.querySelector('input');
       const t = input.value.trim();
       input.value = '';
-      if (claims(t)) { sessionStorage.setItem(TOKEN, t); show(t); } else say('That is not a Tresor token: it has three parts separated by dots.');
+      if (!(await show(t))) ask();
     });
-    if (!show(token() || '')) { form.hidden = false; form.querySelector('input').focus(); }
+    const t = token();
+    if (!t) { ask(); return; }
+    show(t).then(ok => { if (!ok) { sessionStorage.removeItem(TOKEN); ask(); } });
   });
+}
+
+// showWho says, in the page's header, who me (GET /v1/me) is.
+export function showWho(me) {
+  const who = document.getElementById('who');
+  const exp = me.expires_at ? new Date(me.expires_at).toLocaleString() : '';
+  who.querySelector('span').textContent = `${me.role}${me.player ? ' ' + me.player : ''}${exp ? ' · until ' + exp : ''}`;
+  who.hidden = false;
 }
 
 // Problem is a refusal of the API (RFC 9457 problem details).
@@ -119,6 +136,7 @@ const PLAIN = {
   self_excluded: 'Your account is self-excluded: it cannot stake.',
   banned: 'Your account is under a ban: it cannot stake.',
   no_open_block: 'No block of this price is on sale right now: try another stake.',
+  sales_suspended: 'The operator has suspended these sales for now: try another stake, or later.',
   invalid_stake: 'This stake is not one of the game\'s prices.',
   unauthorized: 'Your token is missing, invalid or expired: sign in with a fresh one.',
   forbidden: 'Your token does not allow this.',

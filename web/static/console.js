@@ -1,8 +1,12 @@
 // console.js is the console of operators, finance and regulators: the
-// service's positions, every block with its chart (lots paid against the
+// service's positions, the suspensions of sales (which an operator
+// suspends and resumes from here), the adjustments awaiting the visitor's
+// approval (which an operator or finance approves or rejects from here),
+// the erasures of personal data awaiting an operator's approval (likewise),
+// every block with its chart (lots paid against the
 // Article 3 table per tier, and the payout rate as sales progress), sales
 // and prizes per day, the reconciliation with its differences, and CSV
-// downloads. Each section is read with the visitor's token: a role the
+// downloads: the reconciliation, the report pack and players' statements. Each section is read with the visitor's token: a role the
 // API refuses a section sees why instead.
 
 import { api, signIn, explain, euros, when, integer, el, say, TIER_TEXT, rules, Problem } from './common.js';
@@ -33,15 +37,31 @@ async function main() {
   $('console').hidden = false;
   $('ndjson').href = '/v1/commitments.ndjson';
   const refresh = async () => {
-    await Promise.all([service(), blocks(token), days(token), reconciliation(token)]);
+    await Promise.all([service(), sales(token, claims), adjustments(token, claims), erasures(token, claims), blocks(token), days(token),
+      reconciliation(token)]);
     // The other sections may have waited out a start while the service's
     // state was read first: it is read again, as fresh as the stamp.
     await service();
     $('updated').textContent = 'Updated ' + new Date().toLocaleTimeString();
   };
-  for (const [id, scope] of [['csv-day', 'day'], ['csv-block', 'block'], ['csv-emission', 'emission']]) {
-    $(id).addEventListener('click', () => downloadCSV(token, scope));
+  if (claims.role === 'operator') {
+    const form = $('suspend-form');
+    form.hidden = false;
+    form.addEventListener('submit', async e => {
+      e.preventDefault();
+      const body = { scope: form.scope.value.trim(), reason: form.reason.value.trim() };
+      try {
+        const x = await api(token, 'POST', '/v1/sales/suspensions', { body });
+        say(`Sales of ${x.scope} are suspended (${x.id}).`);
+        form.reset();
+        await sales(token, claims);
+      } catch (err) { say(explain(err)); }
+    });
   }
+  for (const [id, scope] of [['csv-day', 'day'], ['csv-block', 'block'], ['csv-emission', 'emission']]) {
+    $(id).addEventListener('click', () => downloadCSV(token, `/v1/reconciliation?scope=${scope}`, `tresor-reconciliation-${scope}.csv`));
+  }
+  downloads(token);
   await refresh();
   setInterval(refresh, REFRESH_MS);
 }
@@ -53,14 +73,16 @@ async function service() {
     const r = await resp.json();
     const dl = $('service');
     dl.dataset.status = r.status;
+    // Each figure with what it means, for readers who do not run Tresor.
     dl.replaceChildren(...[
-      ['Readiness', r.status + (r.reason ? ` (${r.reason})` : '')],
-      ['Writer position', integer(r.writer_seq)],
-      ['Projections position', integer(r.projection_seq)],
-      ['Projection lag', `${integer(r.lag)} event(s)`],
-      ['Head at start', integer(r.start_seq)],
-      ['Last seal', r.seal_seq ? `stream position ${integer(r.seal_seq)} (the signed chain head; tresor audit checks every seal)` : 'none applied since this process started'],
-    ].flatMap(([k, v]) => [el('dt', {}, k), el('dd', {}, v)]));
+      ['Readiness', r.status + (r.reason ? ` (${r.reason})` : ''), 'ready: every figure below is current and commands are taken'],
+      ['Writer position', integer(r.writer_seq), 'how many events the ledger has recorded for good: the number of the last one'],
+      ['Projections position', integer(r.projection_seq), 'the last of those events the figures on this page include'],
+      ['Projection lag', `${integer(r.lag)} event(s)`, 'events recorded but not yet in these figures; 0: the page is up to date'],
+      ['Head at start', integer(r.start_seq), 'where the ledger stood when this server started'],
+      ['Last seal', r.seal_seq ? `stream position ${integer(r.seal_seq)}` : 'none applied since this process started',
+        'the last point where the ledger was signed: no event up to it can change unnoticed (tresor audit checks every seal)'],
+    ].flatMap(([k, v, meaning]) => [el('dt', {}, k), el('dd', {}, v, el('br'), el('small', { class: 'muted' }, meaning))]));
     if (r.status !== 'ready') say('Tresor is starting… the figures below are not final yet.');
   } catch (e) { say('Tresor cannot be reached.'); }
 }
@@ -73,6 +95,116 @@ async function section(id, fn) {
     const text = e instanceof Problem && e.code === 'forbidden' ? 'Your role does not read this.' : explain(e);
     box.querySelector('.content').replaceChildren(el('p', { class: 'refused' }, text));
   }
+}
+
+// sales lists the suspensions of sales, those in force first; an
+// operator may resume one, with a reason.
+async function sales(token, claims) {
+  await section('sales', async box => {
+    const list = (await api(token, 'GET', '/v1/sales/suspensions')).suspensions;
+    list.sort((a, b) => (b.in_force - a.in_force) || (b.seq - a.seq));
+    const inForce = list.filter(x => x.in_force).length;
+    box.querySelector('.content').replaceChildren(
+      el('p', { 'data-sales': inForce ? 'suspended' : 'open' }, inForce
+        ? `${inForce} suspension(s) in force: stakes in their scopes are refused; plays already bought go on.`
+        : 'Every sale is open: no suspension in force.'),
+      list.length ? el('table', {},
+        el('caption', {}, 'Suspensions of sales: in force, then the latest resumed'),
+        el('thead', {}, el('tr', {}, ['Id', 'Scope', 'Since', 'By', 'Reason', 'Resumed', ''].map(h => el('th', { scope: 'col' }, h)))),
+        el('tbody', {}, list.map(x => el('tr', { 'data-suspension': x.id, 'data-in-force': String(x.in_force), class: x.in_force ? 'differs' : '' },
+          el('th', { scope: 'row' }, x.id), el('td', {}, x.scope), el('td', {}, when(x.at)), el('td', {}, x.by ? x.by.subject : '—'),
+          el('td', {}, x.reason),
+          el('td', {}, x.in_force ? 'in force' : `${when(x.resumed_at)} by ${x.resumed_by ? x.resumed_by.subject : '—'}: ${x.resume_reason}`),
+          el('td', {}, x.in_force && claims.role === 'operator' ? resumeButton(token, claims, x) : null))))) : '');
+  });
+}
+
+// resumeButton ends a suspension after asking why.
+function resumeButton(token, claims, x) {
+  const b = el('button', { type: 'button' }, 'Resume');
+  b.addEventListener('click', async () => {
+    const reason = (prompt(`Resume the sales of ${x.scope} (${x.id}): why?`) || '').trim();
+    if (!reason) return;
+    try {
+      await api(token, 'DELETE', `/v1/sales/suspensions/${encodeURIComponent(x.id)}`, { body: { reason } });
+      say(`Sales of ${x.scope} are resumed (${x.id}).`);
+      await sales(token, claims);
+    } catch (err) { say(explain(err)); }
+  });
+  return b;
+}
+
+// adjustments lists the pending adjustments: for an operator or finance
+// those they may decide (proposed by someone else, not expired), each with
+// its approval and rejection; for a regulator every pending one.
+async function adjustments(token, claims) {
+  const decides = ['operator', 'finance'].includes(claims.role);
+  const what = {
+    path: 'adjustments', noun: 'adjustment', refresh: () => adjustments(token, claims),
+    whose: x => x.player,
+    said: a => a.balance_after ? `: ${a.player}'s balance is now ${euros(a.balance_after)}.` : '.',
+    headers: ['Player', 'Credit or debit', 'Kind', 'Amount', 'Reference', 'Reason'],
+    cells: x => [x.player, x.direction, x.kind.replace('_', ' '), euros(x.amount), x.reference, x.reason],
+  };
+  await pending(token, decides, what);
+}
+
+// erasures lists the pending erasures of personal data, as adjustments
+// does: an operator decides them, a regulator reads them, finance does
+// not see them.
+async function erasures(token, claims) {
+  if (!['operator', 'regulator'].includes(claims.role)) {
+    $('erasures').hidden = true;
+    return;
+  }
+  const whose = x => x.player || `staff key ${x.key_id}`;
+  const what = {
+    path: 'erasures', noun: 'erasure', refresh: () => erasures(token, claims), whose,
+    said: a => a.state === 'approved' ? `: ${whose(a)}'s personal data reads "[erased]" from now on.` : '.',
+    headers: ['Whose', 'Ground', 'Legal ground'],
+    cells: x => [whose(x), x.ground.replace('_', ' '), x.legal_ground || '—'],
+  };
+  await pending(token, claims.role === 'operator', what);
+}
+
+// pending fills the section of a kind of proposal (what: its path, its
+// noun, its columns) with those pending: those the visitor may decide,
+// each with its approval and rejection, when they decide; every one
+// otherwise.
+async function pending(token, decides, what) {
+  await section(what.path, async box => {
+    const list = (await api(token, 'GET', `/v1/${what.path}?state=pending` + (decides ? '&awaiting=me' : '')))[what.path];
+    box.querySelector('.content').replaceChildren(
+      el('p', { 'data-awaiting': String(list.length) }, list.length
+        ? `${list.length} ${what.noun}(s) await${decides ? ' your' : ''} approval.`
+        : `No ${what.noun} awaits${decides ? ' your' : ''} approval.`),
+      list.length ? el('table', {},
+        el('caption', {}, `Pending ${what.noun}s, oldest first`),
+        el('thead', {}, el('tr', {}, ['Id', ...what.headers, 'Proposed by', 'Expires', ''].map(h => el('th', { scope: 'col' }, h)))),
+        el('tbody', {}, list.map(x => el('tr', { ['data-' + what.noun]: x.id, 'data-state': x.state },
+          el('th', { scope: 'row' }, x.id), ...what.cells(x).map(c => el('td', {}, c)), el('td', {}, x.proposed_by.subject),
+          el('td', {}, when(x.expires_at)),
+          el('td', {}, decides && x.state === 'pending' ? decisionButtons(token, what, x) : null))))) : '');
+  });
+}
+
+// decisionButtons approve a proposal, or reject it after asking why.
+function decisionButtons(token, what, x) {
+  const decide = async (verb, body) => {
+    try {
+      const a = await api(token, 'POST', `/v1/${what.path}/${encodeURIComponent(x.id)}/${verb}`, body ? { body } : {});
+      say(`${what.noun[0].toUpperCase() + what.noun.slice(1)} ${a.id} is ${a.state}` + what.said(a));
+      await what.refresh();
+    } catch (err) { say(explain(err)); }
+  };
+  const approve = el('button', { type: 'button', 'data-decide': 'approve' }, 'Approve');
+  approve.addEventListener('click', () => decide('approve'));
+  const reject = el('button', { type: 'button', 'data-decide': 'reject' }, 'Reject');
+  reject.addEventListener('click', () => {
+    const reason = (prompt(`Reject ${what.noun} ${x.id} of ${what.whose(x)}: why?`) || '').trim();
+    if (reason) decide('reject', { reason });
+  });
+  return [approve, ' ', reject];
 }
 
 async function blocks(token) {
@@ -210,18 +342,44 @@ async function reconciliation(token) {
   });
 }
 
-// downloadCSV fetches a reconciliation as CSV with the token (a plain link
-// could not carry it) and hands it to the browser as a file.
-async function downloadCSV(token, scope) {
+// REPORTS are the report pack's kinds (GET /v1/reports/{kind}), named.
+const REPORTS = [['blocks', 'blocks'], ['emissions', 'emissions'], ['days', 'days'], ['liability', 'liability'],
+  ['large-wins', 'large wins'], ['suspensions', 'suspended sales'], ['adjustments', 'adjustments']];
+
+// downloads wires the report pack's and the statements' downloads, over
+// the days the form gives.
+function downloads(token) {
+  const form = $('report-form');
+  const period = () => ['from', 'to'].filter(k => form[k].value).map(k => `${k}=${form[k].value}`).join('&');
+  $('report-buttons').replaceChildren(...REPORTS.map(([kind, name]) => el('button', { type: 'button', 'data-report': kind,
+    onclick: () => downloadCSV(token, `/v1/reports/${kind}?${period()}`, `tresor-report-${kind}.csv`) }, name)));
+  $('statement-form').addEventListener('submit', e => {
+    e.preventDefault();
+    const player = e.target.player.value.trim();
+    downloadCSV(token, `/v1/players/${encodeURIComponent(player)}/statement?limit=10000&${period()}`, `tresor-statement-${player}.csv`);
+  });
+}
+
+// downloadCSV fetches a CSV with the token (a plain link could not carry
+// it) and hands it to the browser as a file; #downloaded says what came,
+// and whether a statement had more rows than one file holds.
+async function downloadCSV(token, path, file) {
   try {
-    const resp = await fetch(`/v1/reconciliation?scope=${scope}`, { headers: { Authorization: 'Bearer ' + token, Accept: 'text/csv' } });
+    const resp = await fetch(path, { headers: { Authorization: 'Bearer ' + token, Accept: 'text/csv' } });
     if (!resp.ok) throw new Problem(resp.status, await resp.json());
-    const url = URL.createObjectURL(await resp.blob());
-    const a = el('a', { href: url, download: `tresor-reconciliation-${scope}.csv` });
+    const text = await resp.text();
+    const url = URL.createObjectURL(new Blob([text], { type: 'text/csv' }));
+    const a = el('a', { href: url, download: file });
     document.body.append(a);
     a.click();
     a.remove();
     setTimeout(() => URL.revokeObjectURL(url), 10000);
+    const lines = text.split('\n').filter(l => l !== '').length;
+    const more = resp.headers.get('Tresor-Next') ? ' It holds the first 10,000 movements: choose fewer days for the rest.' : '';
+    const box = $('downloaded');
+    box.dataset.file = file;
+    box.dataset.lines = lines;
+    box.textContent = `Downloaded ${file}: ${integer(lines)} line(s).${more}`;
   } catch (e) { say(explain(e)); }
 }
 

@@ -1,11 +1,13 @@
 // history.js is the player's history (Article 4.2): plays newest first,
 // the last play on top, each replayed throw by throw and verified in the
 // browser (verify.js: the checks of `tresor verify-play`) against the
-// block's commitment as published at GET /v1/commitments/{block}.
+// block's commitment as published at GET /v1/commitments/{block}, and
+// against the regulator's vault's cosignatures the operator relays at GET
+// /v1/vault/cosignatures (the witness).
 
 import { api, publicGet, signIn, explain, euros, when, el, say, TIER_TEXT, STATUS_TEXT, rules } from './common.js';
 import { GameMap } from './map.js';
-import { verifyPlay } from './verify.js';
+import { verifyPlay, witness } from './verify.js';
 
 const $ = id => document.getElementById(id);
 const PAGE = 20;
@@ -100,8 +102,9 @@ async function main() {
       const published = await publicGet(from);
       const progress = (done, total) => { out.firstChild.textContent = `Rebuilding the block's deck from its seed… ${Math.round(100 * done / total)} %`; };
       const v = await verifyPlay(doc, rules, published, from, progress);
-      const checks = [rowCheck(p, play, doc), ...v.checks];
-      const valid = v.valid && checks[0].status === 'pass';
+      const seen = await witness(await publicGet('/v1/vault/cosignatures'), doc);
+      const checks = [rowCheck(p, play, doc), ...v.checks, seen];
+      const valid = v.valid && checks[0].status === 'pass' && seen.status !== 'fail';
       li.dataset.verified = valid ? 'valid' : 'invalid';
       out.replaceChildren(
         el('p', { class: valid ? 'valid' : 'invalid' }, valid ? '✔ VALID: every check holds.' : '✘ INVALID: a check fails.'),

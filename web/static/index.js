@@ -1,13 +1,13 @@
 // index.js takes a token from the URL fragment if one came with the link,
-// so that the other pages of this tab find it, and says who it is for.
+// so that the other pages of this tab find it, and says who it is for, as
+// the API verified it.
 
-import { token, claims } from './common.js';
+import { token, api, showWho } from './common.js';
 
 const t = token();
-const c = t && claims(t);
-if (c) {
-  const who = document.getElementById('who');
-  who.querySelector('span').textContent = `${c.role}${c.player ? ' ' + c.player : ''}`;
-  who.querySelector('button').addEventListener('click', () => { sessionStorage.clear(); location.reload(); });
-  who.hidden = false;
+if (t) {
+  api(t, 'GET', '/v1/me').then(me => {
+    showWho(me);
+    document.querySelector('#who button').addEventListener('click', () => { sessionStorage.clear(); location.reload(); });
+  }, () => {});
 }

@@ -261,10 +261,14 @@ export async function verifyPlay(doc, rules, published, from, progress) {
   const bad = [];
   const m = /^(.+)-U(\d{6})$/.exec(doc.play_id || '');
   if (!m || m[1] !== doc.block_id || Number(m[2]) !== doc.unit) bad.push(`play id ${doc.play_id} does not name block ${doc.block_id} unit ${doc.unit}`);
-  if (!proof) bad.push('the play carries no proof');
-  else if (proof.unit !== doc.unit) bad.push(`the proof is for unit ${proof.unit}, the play for unit ${doc.unit}`);
+  // A play in progress is served without its proof, which would tell its
+  // outcome before the chests are opened: what needs it waits.
+  const pending = !proof && doc.status === 'in_progress';
+  if (!proof && !pending) bad.push('the play carries no proof');
+  else if (proof && proof.unit !== doc.unit) bad.push(`the proof is for unit ${proof.unit}, the play for unit ${doc.unit}`);
   if (proof && (tier < 0 || !salt || salt.length !== 32)) bad.push('the proof is malformed');
-  add('document', bad, `play ${doc.play_id} is unit ${doc.unit} of block ${doc.block_id} and carries its proof`);
+  add('document', bad, pending ? `play ${doc.play_id} is unit ${doc.unit} of block ${doc.block_id}, in progress: its proof comes with its settlement`
+    : `play ${doc.play_id} is unit ${doc.unit} of block ${doc.block_id} and carries its proof`);
 
   // root
   const c = doc.block_commitment || null;
@@ -286,6 +290,12 @@ export async function verifyPlay(doc, rules, published, from, progress) {
   v.root = rootUsed || '';
   if (!rb.length && v.root_source === 'document') skip('root', 'the root is the document\'s own claim (block_commitment.root), not checked against the published commitment');
   else add('root', rb, `the document's commitment is the one published at ${from}: root ${v.root}`);
+
+  if (pending) {
+    progressChecks(doc, add, skip);
+    v.valid = v.checks.every(ch => ch.status !== 'fail');
+    return v;
+  }
 
   // inclusion_proof
   if (!proof || !rootUsed || !salt) add('inclusion_proof', ['no proof or no root to check it against'], '');
@@ -383,4 +393,117 @@ export async function verifyPlay(doc, rules, published, from, progress) {
   }
   v.valid = v.checks.every(ch => ch.status !== 'fail');
   return v;
+}
+
+const pendingWhy = 'the play is in progress: its proof, which fixes its outcome, comes with its settlement (the fourth throw or the system\'s completion); verify it again then';
+
+// progressChecks checks what a play in progress shows without its proof,
+// as tresor verify-play does: as many throws as it says, the pawn where the
+// last one left it, each opened chest showing what its throw found and no
+// other, no tier or prize yet.
+function progressChecks(doc, add, skip) {
+  for (const name of ['inclusion_proof', 'scenario', 'scenario_shown']) skip(name, pendingWhy);
+  const bad = [];
+  const shown = doc.throws || [], chests = doc.chests || [];
+  const n = shown.length;
+  if (n >= THROWS) bad.push(`status in_progress after ${n} throws`);
+  if (doc.throws_left !== THROWS - n) bad.push(`throws_left ${doc.throws_left} after ${n} throws, want ${THROWS - n}`);
+  const pawn = n > 0 ? cellIndex(shown[n - 1].pawn) : cellIndex(doc.start);
+  if (pawn < 0 || cellIndex(doc.pawn) !== pawn) bad.push(`pawn on ${cellText(cellIndex(doc.pawn))}, want ${pawn < 0 ? 'the start' : cellText(pawn)}`);
+  const opened = new Map();
+  shown.forEach((t, i) => {
+    if (t.chest === -1 || t.chest == null) return;
+    if (!(t.chest >= 0 && t.chest < chests.length) || cellIndex(chests[t.chest].cell) !== cellIndex(t.pawn)) bad.push(`throws[${i}] opens chest ${t.chest}, which is not on ${cellText(cellIndex(t.pawn))}`);
+    else opened.set(t.chest, t.symbol);
+  });
+  chests.forEach((c, i) => {
+    if (c.symbol == null) return;
+    if (!opened.has(i)) bad.push(`chests[${i}] shows ${c.symbol} before it is opened`);
+    else if (opened.get(i) !== c.symbol) bad.push(`chests[${i}] shows ${c.symbol}, its throw found ${opened.get(i)}`);
+  });
+  if (doc.tier != null || doc.prize != null) bad.push('a tier or a prize shown before the settlement');
+  add('throws', bad, `${n} throws made, pawn on ${cellText(cellIndex(doc.pawn))}, only the chests opened shown`);
+  for (const name of ['tier', 'prize', 'deck']) skip(name, pendingWhy);
+}
+
+// COSIGN_TAG opens the bytes a vault's cosignature signs (docs/vault.md,
+// "Cosignatures").
+const COSIGN_TAG = 'tresor-vault-cosignature-v1';
+
+// cosignedBytes are the bytes a cosignature's signature covers:
+// field(tag) ‖ field(chain) ‖ int(sequence) ‖ int(chain_seq) ‖ field(hash).
+function cosignedBytes(c) {
+  const field = b => concat(u32(b.length), b);
+  return concat(field(enc.encode(COSIGN_TAG)), field(enc.encode(c.chain)), field(u64(c.sequence)), field(u64(c.chain_seq)), field(unhex(c.hash)));
+}
+
+// witness is the check `tresor verify-play --cosignatures` adds (vault's
+// Witness), on a play document: a settled play is witnessed by the first
+// cosignature of the regulator's vault at or after its settlement (its
+// settled_seq, the last event of its life), a play in progress by the
+// first at or after its stake (its seq), which fixes its outcome but does
+// not show it. The signature of the cosignature the verdict names is
+// verified with the vault's key that the answer names (the operator
+// relays it: compare its key id with the one the regulator publishes).
+// None yet is said plainly.
+export async function witness(answer, doc) {
+  const check = (status, detail) => ({ name: 'witness', status, detail });
+  if (!answer || !Array.isArray(answer.cosignatures)) {
+    return check('skip', 'the operator relays no cosignatures of the regulator\'s vault');
+  }
+  const pub = unhex(answer.public_key);
+  const keyID = hex((await sha256(pub)).slice(0, 8));
+  if (keyID !== answer.key_id) return check('fail', `the vault's key id ${answer.key_id} does not name its public key (${keyID})`);
+  const stake = doc.seq || 0, settlement = doc.settled_seq || 0, inProgress = doc.status === 'in_progress';
+  const odd = witnessSequences(stake, settlement, inProgress);
+  if (odd) return check(odd[0], odd[1]);
+  const [staked, latest] = covering(answer.cosignatures, stake);
+  const [settled] = inProgress ? [null] : covering(answer.cosignatures, settlement);
+  const cited = settled || staked;
+  if (!cited) {
+    const [seq, what] = inProgress ? [stake, 'its stake'] : [settlement, 'its settlement'];
+    return check('skip', latest ? `no cosignature of the regulator's vault (key ${keyID}) covers sequence ${seq} (${what}) yet: the last covers up to ${latest.sequence}; verify again after the operator's next seal`
+      : `no cosignature of the regulator's vault (key ${keyID}) yet: none covers sequence ${seq} (${what}); verify again after the operator's next seal`);
+  }
+  let ok = false;
+  try {
+    const key = await subtle.importKey('raw', pub, { name: 'Ed25519' }, false, ['verify']);
+    ok = cited.key_id === keyID && await subtle.verify({ name: 'Ed25519' }, key, unhex(cited.signature), cosignedBytes(cited));
+  } catch (err) {
+    return check('skip', `this browser cannot check Ed25519 signatures (${err.message}): use tresor verify-play --cosignatures`);
+  }
+  if (!ok) return check('fail', `the cosignature of chain ${cited.chain} at ${cited.sequence} is not signed by the vault's key ${keyID}`);
+  const verified = what => `the regulator's vault (key ${keyID}) verified the stream up to sequence ${cited.sequence}, ${what}, `
+    + `and cosigned chain ${cited.chain}'s head there (position ${cited.chain_seq}, hash ${cited.hash})`;
+  if (inProgress) {
+    return check('pass', verified(`this play's stake at ${stake} included`)
+      + ': it saw the same history up to the stake, which fixes the outcome; the play is in progress, so its settlement is not witnessed yet: verify again once it is settled');
+  }
+  if (settled) return check('pass', verified(`this play's stake at ${stake} and its settlement at ${settlement} included`) + ': it saw the same history, from the stake to the prize');
+  return check('skip', `the regulator's vault (key ${keyID}) verified the stream up to sequence ${cited.sequence}, this play's stake at ${stake} included, not its settlement at ${settlement}: `
+    + 'the outcome and prize shown are not witnessed yet; verify again after the operator\'s next seal');
+}
+
+// witnessSequences returns [status, detail] when the document's sequences
+// cannot be looked for in the cosignatures, as the vault's Witness says.
+function witnessSequences(stake, settlement, inProgress) {
+  if (!stake) return ['skip', 'the document names no stream sequence to look for in the vault\'s cosignatures'];
+  if (inProgress && settlement) return ['fail', `the play is in progress, yet its document names a settlement at sequence ${settlement}`];
+  if (settlement && settlement <= stake) return ['fail', `the document's settlement at sequence ${settlement} is not after its stake at ${stake}`];
+  if (!inProgress && !settlement) {
+    return ['skip', 'the play is settled but its document names no settlement sequence (settled_seq: a document served before it was named, '
+      + 'or from read models not rebuilt since): its outcome cannot be looked for in the vault\'s cosignatures'];
+  }
+  return null;
+}
+
+// covering returns the first cosignature of a head at or after seq (null
+// for none) and the last cosignature (null when there is none).
+function covering(cosignatures, seq) {
+  let first = null, latest = null;
+  for (const c of cosignatures) {
+    if (c.sequence >= seq && (!first || c.sequence < first.sequence)) first = c;
+    if (!latest || c.sequence > latest.sequence) latest = c;
+  }
+  return [first, latest];
 }
