@@ -8,7 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/fdj/tresor/domain"
+	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
 	"github.com/fdj/tresor/personal"
 )
@@ -316,5 +319,38 @@ func TestAnErasureWhoseKeyOutlivedItIsFinished(t *testing.T) {
 	}
 	if _, l, _ := n.replay(); l.Erasures["ER3"].State != domain.ProposalApproved {
 		t.Fatalf("p3's erasure reads %+v on the stream", l.Erasures["ER3"])
+	}
+}
+
+// TestACommandWhoseDataKeysCannotBeReachedIsNotRecorded: while the data
+// keys' bucket does not answer (its stream gone, as a stream between two
+// leaders answers no one), a staff command is answered not ready and
+// records nothing; sent again once the bucket answers, it is recorded.
+func TestACommandWhoseDataKeysCannotBeReachedIsNotRecorded(t *testing.T) {
+	var clock atomic.Int64
+	clock.Store(time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC).UnixNano())
+	n := startPersonalNode(t, t.TempDir(), &clock)
+	ctx := eventstoretest.Ctx(t, time.Minute)
+	js, err := jetstream.New(n.store.Conn())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(ctx, "KV_"+eventstore.DataKeysBucket); err != nil {
+		t.Fatal(err)
+	}
+	before := n.w.LastSeq()
+	cmd := domain.ConfigureAccount{Player: "p1", Reason: "asked by phone", By: &domain.Actor{Role: domain.RoleOperator, Subject: "alice@fdj.fr"}}
+	if err := execErr(t, n.w, cmd); !errors.Is(err, ErrNotReady) {
+		t.Fatalf("a command whose data keys cannot be reached: %v, want not ready", err)
+	}
+	if got := n.w.LastSeq(); got != before {
+		t.Fatalf("the stream moved from %d to %d for a command answered not ready", before, got)
+	}
+	if _, err := n.store.OpenDataKeys(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res := exec(t, n.w, cmd)
+	if len(res.Events) != 1 {
+		t.Fatalf("the command sent again recorded %d events, want 1", len(res.Events))
 	}
 }

@@ -494,11 +494,11 @@ func (w *Writer) Execute(ctx context.Context, cmd domain.Command) (Result, error
 	// Sealed here, in the caller's goroutine: a person's first key is
 	// made in the store, never in the loop that serves every player.
 	sealed, err := domain.SealCommand(cmd, w.cfg.Personal)
-	if err != nil {
-		return Result{}, err
+	if err == nil {
+		err = w.erasable(ctx, cmd, sealed)
 	}
-	if err := w.erasable(ctx, cmd, sealed); err != nil {
-		return Result{}, err
+	if err != nil {
+		return Result{}, w.keysUnreachable(err)
 	}
 	res, err := w.execute(ctx, sealed)
 	if err == nil {
@@ -529,6 +529,18 @@ func (w *Writer) execute(ctx context.Context, cmd domain.Command) (Result, error
 		span.SetStatus(codes.Error, err.Error())
 	}
 	return res, err
+}
+
+// keysUnreachable answers a command whose personal fields could not be
+// sealed: a refusal as it is, anything else (the data keys' bucket
+// between two leaders, a timeout) as not ready, since nothing is recorded
+// and the same command, sent again, goes through once the bucket answers.
+func (w *Writer) keysUnreachable(err error) error {
+	if _, refused := errors.AsType[*domain.Error](err); refused {
+		return err
+	}
+	w.cfg.Logger.Warn("a command's personal fields could not be sealed: answered not ready", "err", err)
+	return fmt.Errorf("%w: the data keys cannot be reached: %w", ErrNotReady, err)
 }
 
 // Personal seals personal fields and destroys data keys: the keyring

@@ -31,7 +31,9 @@ type server struct {
 	data string
 	// logs is read by the test while the process writes it.
 	logs *eventstoretest.LogBuffer
-	done chan error
+	// drained is closed once the process's stderr is read to its end.
+	drained chan struct{}
+	done    chan error
 	// retryUnavailable makes must retry a 503 unavailable, as a client of
 	// a cluster does (with the same key): a takeover may start at any
 	// moment on a loaded machine, and a test that does not test takeovers
@@ -119,7 +121,7 @@ func launch(tb testing.TB, cmd *exec.Cmd, data string) (*server, <-chan string) 
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}
-	s := &server{tb: tb, cmd: cmd, data: data, logs: &eventstoretest.LogBuffer{}, done: make(chan error, 1), written: new(atomic.Uint64)}
+	s := &server{tb: tb, cmd: cmd, data: data, logs: &eventstoretest.LogBuffer{}, done: make(chan error, 1), drained: make(chan struct{}), written: new(atomic.Uint64)}
 	addr := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(stderr)
@@ -130,6 +132,7 @@ func launch(tb testing.TB, cmd *exec.Cmd, data string) (*server, <-chan string) 
 				addr <- strings.Trim(a, `"`)
 			}
 		}
+		close(s.drained)
 		s.done <- cmd.Wait()
 	}()
 	tb.Cleanup(func() {
@@ -148,6 +151,21 @@ func serveBin() string {
 		return bin
 	}
 	return tresorBin
+}
+
+// lastLogs kills the process if it still runs and returns its logs once
+// read to their end: a failed test shows the lines written just before
+// its failing answer, which a reader of a running process may not have
+// reached yet.
+func (s *server) lastLogs() *eventstoretest.LogBuffer {
+	if s.cmd.ProcessState == nil {
+		s.cmd.Process.Kill()
+	}
+	select {
+	case <-s.drained:
+	case <-time.After(10 * time.Second):
+	}
+	return s.logs
 }
 
 // stop sends SIGTERM and expects a clean exit.

@@ -84,7 +84,7 @@ func startNodes(tb testing.TB, data string, args ...string) []*server {
 	tb.Cleanup(func() {
 		if tb.Failed() {
 			for i, n := range nodes {
-				tb.Logf("node %d:\n%s", i, n.logs)
+				tb.Logf("node %d:\n%s", i, n.lastLogs())
 			}
 		}
 	})
