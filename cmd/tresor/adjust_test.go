@@ -244,6 +244,29 @@ func TestAdjustmentsWithFourEyesThroughTheBinary(t *testing.T) {
 	}
 }
 
+// TestFourEyesRefusalNamesTheProposer has a proposer approve and reject
+// her own adjustment: the refusal's detail names her, opened as every
+// sealed field of an answer is, not "[unavailable]" (the sealed subject
+// is followed by a colon in the detail, which must not be read as part
+// of it).
+func TestFourEyesRefusalNamesTheProposer(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, t.TempDir())
+	s.fundedPlayer()
+	alice := s.staffToken("operator", "alice")
+	a1 := s.must(202, call{"POST", "/v1/players/p-42/adjustments", alice, "",
+		`{"direction":"credit","kind":"goodwill","amount":"5.00","reference":"ticket-1","reason":"the game froze"}`})
+	for _, c := range []call{
+		{"POST", "/v1/adjustments/" + a1["id"].(string) + "/approve", alice, "", ""},
+		{"POST", "/v1/adjustments/" + a1["id"].(string) + "/reject", alice, "", `{"reason":"no such ticket"}`},
+	} {
+		m := s.must(403, c)
+		if want := "was proposed by alice: another subject decides it"; m["code"] != "four_eyes" || !strings.Contains(m["detail"].(string), want) {
+			t.Errorf("%s %s: %v, want four_eyes whose detail says %q", c.method, c.path, m, want)
+		}
+	}
+}
+
 // proposerOf reads who proposed an adjustment, as the export holds it.
 func proposerOf(tb testing.TB, export, adjustment string) *domain.Actor {
 	tb.Helper()
