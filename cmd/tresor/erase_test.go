@@ -468,7 +468,11 @@ func TestAnErasedProposerDecidesNothingOfHers(t *testing.T) {
 	propose := call{"POST", "/v1/players/p-42/adjustments", alice, "",
 		`{"direction":"credit","kind":"goodwill","amount":"5.00","reference":"ticket-1","reason":"the game froze"}`}
 	decide := func(what, id, verb, token string) call {
-		return call{"POST", "/v1/" + what + "/" + id + "/" + verb, token, "", `{"reason":"not asked for"}`}
+		c := call{"POST", "/v1/" + what + "/" + id + "/" + verb, token, "", ""}
+		if verb == "reject" {
+			c.body = `{"reason":"not asked for"}`
+		}
+		return c
 	}
 	eraseAlice := call{"POST", "/v1/erasures", bob, "", `{"subject":"alice","legal_ground":"left the company"}`}
 	refusedNaming := func(c call, id string) {
