@@ -211,22 +211,48 @@ func (d *DataKeys) Erase(ctx context.Context, name string) error {
 
 // erase overwrites the revisions of name before keep (every one for 0).
 func (d *DataKeys) erase(ctx context.Context, name string, keep uint64) error {
-	hist, err := d.kv.History(ctx, d.prefix+name)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return ErrKeyNotFound
-	}
+	revs, err := d.revisions(ctx, name)
 	if err != nil {
 		return fmt.Errorf("read data key entry %s: %w", name, err)
 	}
-	for _, e := range hist {
-		if keep != 0 && e.Revision() >= keep {
+	if len(revs) == 0 {
+		return ErrKeyNotFound
+	}
+	for _, rev := range revs {
+		if keep != 0 && rev >= keep {
 			continue
 		}
-		if err := d.eraseRevision(ctx, e.Revision()); err != nil {
+		if err := d.eraseRevision(ctx, rev); err != nil {
 			return fmt.Errorf("erase data key entry %s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// revisions lists the stored revisions of name, oldest first, asking the
+// stream for each next message on its subject. A KV history would not do:
+// its watcher waits for as many messages as were there when it started,
+// for ever if another process erases the last of them meanwhile (two
+// approvals of one erasure, two nodes rewrapping a key).
+func (d *DataKeys) revisions(ctx context.Context, name string) ([]uint64, error) {
+	subject := d.subject(name)
+	var revs []uint64
+	for seq := uint64(1); ; {
+		m, err := d.stream.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(subject))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return revs, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		revs = append(revs, m.Sequence)
+		seq = m.Sequence + 1
+	}
+}
+
+// subject is the bucket's subject of name.
+func (d *DataKeys) subject(name string) string {
+	return "$KV." + DataKeysBucket + "." + d.prefix + name
 }
 
 // eraseRevision overwrites one stored revision. Another node rewrapping or
@@ -245,20 +271,19 @@ func (d *DataKeys) eraseRevision(ctx context.Context, seq uint64) error {
 	return err
 }
 
-// Names lists the names the bucket holds (of this stream).
+// Names lists the names the bucket holds (of this stream), from the
+// stream's subjects rather than a KV listing, whose watcher could wait for
+// ever on an entry erased meanwhile (see revisions).
 func (d *DataKeys) Names(ctx context.Context) ([]string, error) {
-	keys, err := d.kv.Keys(ctx)
-	if errors.Is(err, jetstream.ErrNoKeysFound) {
-		return nil, nil
-	}
+	info, err := d.stream.Info(ctx, jetstream.WithSubjectFilter(d.subject(">")))
 	if err != nil {
 		return nil, fmt.Errorf("list data key entries: %w", err)
 	}
-	var out []string
-	for _, k := range keys {
-		if len(k) > len(d.prefix) && k[:len(d.prefix)] == d.prefix {
-			out = append(out, k[len(d.prefix):])
-		}
+	prefix := d.subject("")
+	out := make([]string, 0, len(info.State.Subjects))
+	for subject := range info.State.Subjects {
+		out = append(out, strings.TrimPrefix(subject, prefix))
 	}
+	slices.Sort(out)
 	return out, nil
 }

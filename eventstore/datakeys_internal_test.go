@@ -1,16 +1,20 @@
 package eventstore
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Two nodes rewrapping the same data key both overwrite its previous
-// revision: the second finds it gone, and that is no failure (a cluster
-// whose nodes started on a next master key at once did not start).
-func TestARevisionErasedByAnotherNodeIsErased(t *testing.T) {
+// embeddedDataKeys opens a data keys' bucket on an embedded server of the
+// test's own.
+func embeddedDataKeys(t *testing.T) *DataKeys {
+	t.Helper()
 	nc := embeddedConn(t)
 	js, err := jetstream.New(nc)
 	if err != nil {
@@ -21,14 +25,26 @@ func TestARevisionErasedByAnotherNodeIsErased(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return keys
+}
+
+// Two nodes rewrapping the same data key both overwrite its previous
+// revision: the second finds it gone, and that is no failure (a cluster
+// whose nodes started on a next master key at once did not start).
+func TestARevisionErasedByAnotherNodeIsErased(t *testing.T) {
+	keys := embeddedDataKeys(t)
+	revs, err := keys.revisions(t.Context(), "k.a")
+	if err != nil || len(revs) != 0 {
+		t.Fatalf("revisions of k.a before any: %v, %v", revs, err)
+	}
 	if err := keys.Create(t.Context(), "k.a", []byte("wrapped under the first key")); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := keys.kv.History(t.Context(), keys.prefix+"k.a")
-	if err != nil || len(hist) != 1 {
-		t.Fatalf("history of k.a: %d revisions, %v", len(hist), err)
+	revs, err = keys.revisions(t.Context(), "k.a")
+	if err != nil || len(revs) != 1 {
+		t.Fatalf("revisions of k.a: %v, %v", revs, err)
 	}
-	first := hist[0].Revision()
+	first := revs[0]
 	if err := keys.Put(t.Context(), "k.a", []byte("wrapped under the next key")); err != nil {
 		t.Fatal(err)
 	}
@@ -44,5 +60,42 @@ func TestARevisionErasedByAnotherNodeIsErased(t *testing.T) {
 	got, err := keys.Get(t.Context(), "k.a")
 	if err != nil || string(got) != "wrapped under the next key" {
 		t.Fatalf("k.a after the erasures: %q, %v", got, err)
+	}
+}
+
+// Two destructions of the same data keys at once (two approvals of one
+// erasure answered together) both end, each key gone, however their
+// steps interleave: neither waits for a revision the other erased.
+func TestDataKeysErasedTwiceAtOnce(t *testing.T) {
+	keys := embeddedDataKeys(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	for i := range 300 {
+		name := fmt.Sprintf("k.%d", i)
+		if err := keys.Create(ctx, name, []byte("wrapped")); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		errs := make([]error, 2)
+		for j := range errs {
+			wg.Go(func() {
+				ectx, cancel := context.WithTimeout(ctx, 5*time.Second)
+				defer cancel()
+				errs[j] = keys.Erase(ectx, name)
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil && !errors.Is(err, ErrKeyNotFound) {
+				t.Fatalf("%s erased twice at once: %v", name, err)
+			}
+		}
+		if _, err := keys.Get(ctx, name); !errors.Is(err, ErrKeyNotFound) {
+			t.Fatalf("%s after its erasures: %v", name, err)
+		}
+	}
+	names, err := keys.Names(ctx)
+	if err != nil || len(names) != 0 {
+		t.Fatalf("names left: %v, %v", names, err)
 	}
 }
