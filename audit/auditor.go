@@ -82,10 +82,10 @@ type Auditor struct {
 	workers sync.WaitGroup
 	done    bool
 	// jobs counts the batches of pure checks handed to the workers and not
-	// yet run, which a round waits for; rounded is set by Round and cleared
-	// by the next event fed.
+	// yet run, which a round waits for; rounded is the last round's report
+	// until the next event is fed.
 	jobs    sync.WaitGroup
-	rounded bool
+	rounded *Report
 
 	rm       readModels
 	compared bool
@@ -268,7 +268,7 @@ func (a *Auditor) Unreadable(v Violation) {
 // push adds an event, or the place of an unreadable one, to the batch being
 // filled, and hands the batch on once full.
 func (a *Auditor) push(ev eventstore.RecordedEvent, unread *Violation, hashed bool) {
-	a.rounded = false
+	a.rounded = nil
 	if a.cur == nil {
 		a.cur = a.newBatch()
 	}
@@ -381,6 +381,7 @@ func (a *Auditor) Torn(torn []eventstore.RecordedEvent) {
 	if len(torn) == 0 {
 		return
 	}
+	a.rounded = nil
 	a.tornAt = torn[0].Sequence
 	a.vs.add(Violation{Sequence: torn[0].Sequence, Code: CodeAppendTorn, Subject: "chain " + torn[0].Chain,
 		Expected: fmt.Sprintf("the %d events its first event announces, or a Void after them", torn[0].AppendRemaining+1),
@@ -398,6 +399,7 @@ func (a *Auditor) brokenAppend(err *eventstore.IntegrityError) {
 // append at its end, if Torn found one), short of what evidence names: a
 // stream_truncated violation for each piece.
 func (a *Auditor) Truncated(end uint64, evidence []eventstore.Evidence) {
+	a.rounded = nil
 	if a.tornAt != 0 {
 		end = min(end, a.tornAt-1)
 	}
@@ -426,8 +428,13 @@ func (a *Auditor) Round() (*Report, error) {
 	if a.cfg.ReadModels != nil {
 		return nil, errors.New("audit: read models are compared after Finish, not after a round")
 	}
-	if a.done || a.rounded {
+	if a.done {
 		return a.report(), nil
+	}
+	if a.rounded != nil {
+		// The violations of the stream's whole checks are the report's
+		// only: the auditor's own were set back without them.
+		return a.rounded, nil
 	}
 	if a.cur != nil {
 		a.dispatch()
@@ -443,7 +450,7 @@ func (a *Auditor) Round() (*Report, error) {
 	a.st.finish()
 	r := a.report()
 	a.vs.total, a.vs.byCode, a.vs.kept = a.eventViolations.Total, maps.Clone(a.eventViolations.Counts), slices.Clone(a.eventViolations.Kept)
-	a.rounded = true
+	a.rounded = r
 	return r, nil
 }
 

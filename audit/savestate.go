@@ -182,7 +182,7 @@ type savedViolations struct {
 // before more events are fed, to save for the next incremental audit. Some
 // of it shares memory with the auditor's: encode it before feeding more.
 func (a *Auditor) State() (*State, error) {
-	if !a.done && !a.rounded {
+	if !a.done && a.rounded == nil {
 		return nil, errors.New("audit: the state is taken after Finish or Round")
 	}
 	s := a.st
