@@ -155,52 +155,14 @@ func (e *EmbeddedServer) start(cfg EmbeddedConfig) error {
 	if err := os.Remove(filepath.Join(cfg.DataDir, readerAdvertName)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("run embedded nats-server: %w", err)
 	}
-	opts := &server.Options{
-		ServerName: cfg.ServerName,
-		JetStream:  true,
-		StoreDir:   cfg.DataDir,
-		NoSigs:     true,
-		NoLog:      !cfg.Logs,
-		DontListen: cfg.ListenAddr == "" && cfg.Readers == nil,
-	}
-	// A committer batch may hold up to CommitBatchEventsMax events (the
-	// server's default is BatchEventsMax): larger batches spread the
-	// server's fixed cost per batch over more events.
-	opts.JetStreamLimits.MaxBatchSize = CommitBatchEventsMax
-	if cfg.SyncInterval <= 0 {
-		opts.SyncAlways = true
-	} else {
-		opts.SyncInterval = cfg.SyncInterval
-	}
-	if cfg.ListenAddr != "" {
-		host, port, err := splitAddr(cfg.ListenAddr)
-		if err != nil {
-			return fmt.Errorf("run embedded nats-server: listen: %w", err)
-		}
-		opts.Host, opts.Port = host, port
+	opts, err := serverOptions(cfg)
+	if err != nil {
+		return fmt.Errorf("run embedded nats-server: %w", err)
 	}
 	var readerPassword, keeperPassword string
 	if cfg.Readers != nil {
-		var err error
 		if readerPassword, keeperPassword, err = e.configureReaders(opts, *cfg.Readers); err != nil {
 			return fmt.Errorf("run embedded nats-server: %w", err)
-		}
-	}
-	if c := cfg.Cluster; c != nil {
-		if cfg.ServerName == "" || c.Name == "" {
-			return fmt.Errorf("run embedded nats-server: a cluster needs a server name and a cluster name: %w", ErrInvalid)
-		}
-		host, port, err := splitAddr(c.ListenAddr)
-		if err != nil {
-			return fmt.Errorf("run embedded nats-server: cluster listen: %w", err)
-		}
-		opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port}
-		for _, r := range c.Routes {
-			u, err := url.Parse(r)
-			if err != nil {
-				return fmt.Errorf("run embedded nats-server: route %q: %w", r, err)
-			}
-			opts.Routes = append(opts.Routes, u)
 		}
 	}
 	srv, err := server.NewServer(opts)
@@ -221,15 +183,72 @@ func (e *EmbeddedServer) start(cfg EmbeddedConfig) error {
 	if cfg.Readers == nil {
 		return nil
 	}
+	return e.openToReaders(cfg, readerPassword, keeperPassword)
+}
+
+// serverOptions are the server's options but its readers' accounts:
+// JetStream in the data directory, synced as configured, the listener
+// and the cluster asked for.
+func serverOptions(cfg EmbeddedConfig) (*server.Options, error) {
+	opts := &server.Options{
+		ServerName: cfg.ServerName,
+		JetStream:  true,
+		StoreDir:   cfg.DataDir,
+		NoSigs:     true,
+		NoLog:      !cfg.Logs,
+		DontListen: cfg.ListenAddr == "" && cfg.Readers == nil,
+	}
+	// A committer batch may hold up to CommitBatchEventsMax events (the
+	// server's default is BatchEventsMax): larger batches spread the
+	// server's fixed cost per batch over more events.
+	opts.JetStreamLimits.MaxBatchSize = CommitBatchEventsMax
+	if cfg.SyncInterval <= 0 {
+		opts.SyncAlways = true
+	} else {
+		opts.SyncInterval = cfg.SyncInterval
+	}
+	if cfg.ListenAddr != "" {
+		host, port, err := splitAddr(cfg.ListenAddr)
+		if err != nil {
+			return nil, fmt.Errorf("listen: %w", err)
+		}
+		opts.Host, opts.Port = host, port
+	}
+	c := cfg.Cluster
+	if c == nil {
+		return opts, nil
+	}
+	if cfg.ServerName == "" || c.Name == "" {
+		return nil, fmt.Errorf("a cluster needs a server name and a cluster name: %w", ErrInvalid)
+	}
+	host, port, err := splitAddr(c.ListenAddr)
+	if err != nil {
+		return nil, fmt.Errorf("cluster listen: %w", err)
+	}
+	opts.Cluster = server.ClusterOpts{Name: c.Name, Host: host, Port: port}
+	for _, r := range c.Routes {
+		u, err := url.Parse(r)
+		if err != nil {
+			return nil, fmt.Errorf("route %q: %w", r, err)
+		}
+		opts.Routes = append(opts.Routes, u)
+	}
+	return opts, nil
+}
+
+// openToReaders enables JetStream in the stream's account of a server
+// with readers' accounts and advertises the readers' credentials in the
+// data directory.
+func (e *EmbeddedServer) openToReaders(cfg EmbeddedConfig, readerPassword, keeperPassword string) error {
 	// With accounts configured, nats-server enables JetStream only for
 	// accounts that ask; the stream's account is the global one, where it
 	// has always been (its files are under $G).
-	if err := srv.GlobalAccount().EnableJetStream(nil, nil); err != nil {
+	if err := e.srv.GlobalAccount().EnableJetStream(nil, nil); err != nil {
 		e.stop()
 		return fmt.Errorf("run embedded nats-server on %s: enable JetStream: %w", cfg.DataDir, err)
 	}
 	access := cfg.Readers.withDefaults()
-	ad := readerAdvert{URL: srv.ClientURL(), User: readerUser, Password: readerPassword, InboxPrefix: access.InboxPrefix,
+	ad := readerAdvert{URL: e.srv.ClientURL(), User: readerUser, Password: readerPassword, InboxPrefix: access.InboxPrefix,
 		KeeperUser: keeperUser, KeeperPassword: keeperPassword, Instance: e.lock.holder.Instance}
 	if err := advertise(cfg.DataDir, ad); err != nil {
 		e.stop()

@@ -293,72 +293,25 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l, after, follower, followerData := startingLedger(ctx, cfg)
-	// The events after the snapshot, for the follower that decodes it
-	// once the writer runs: as an append already durable.
-	tail := &appendDone{done: closedDone}
-	replayed := 0
-	replayStart := time.Now()
-	last, err := log.Replay(ctx, after, func(seq uint64, at time.Time, e domain.Event) error {
-		replayed++
-		switch {
-		case follower != nil:
-			if err := follower.Apply(seq, at, e); err != nil {
-				return err
-			}
-		case followerData != nil:
-			tail.recs, tail.seqs = append(tail.recs, Record{Event: e, At: at}), append(tail.seqs, seq)
-		}
-		return l.Evolve(at, e)
-	})
+	r, err := rebuild(ctx, log, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("rebuild ledger from the stream: %w", err)
+		return nil, err
 	}
-	cfg.Logger.Info("ledger rebuilt", "from_snapshot", after, "replayed", replayed, "seq", last,
-		"replay", time.Since(replayStart).Round(time.Millisecond))
 	w := &Writer{
-		cfg: cfg, log: log, ledger: l, seeds: map[[32]byte]domain.Seed{},
+		cfg: cfg, log: log, ledger: r.ledger, seeds: map[[32]byte]domain.Seed{},
 		reqs: make(chan request, cfg.QueueMax), prepCh: make(chan prepared, 16),
-		preparing: map[string]bool{}, done: make(chan struct{}), exited: make(chan struct{}), lastSeq: last,
+		preparing: map[string]bool{}, done: make(chan struct{}), exited: make(chan struct{}), lastSeq: r.last,
 	}
-	decksStart, decks := time.Now(), 0
-	for _, b := range l.Blocks {
-		if b.State == domain.BlockStateClosed {
-			continue
-		}
-		if err := w.reopenDeck(b); err != nil {
-			return nil, err
-		}
-		decks++
+	if err := w.reopenDecks(); err != nil {
+		return nil, err
 	}
 	reseals, err := w.reseals()
 	if err != nil {
 		return nil, err
 	}
-	if decks > 0 {
-		// A start waits for it: a deck is rebuilt from its seed, a
-		// whole block's shuffle and Merkle tree, whatever the history's
-		// length.
-		cfg.Logger.Info("decks reopened", "blocks", decks, "after", time.Since(decksStart).Round(time.Millisecond))
-	}
 	if cfg.Snapshots != nil && cfg.Start == nil {
-		// Before the loop, which queues its appends after the tail. A
-		// writer that takes a standby's ledger over (Start) keeps no
-		// snapshotter: its follower would need a copy of that ledger, and
-		// encoding one would delay the takeover; its cluster node's next
-		// follower, which follows the stream from a snapshot of its own,
-		// takes them instead (cluster.Node).
-		// The events of the tail are counted as the follower applies
-		// them; those the fresh follower applied already, here.
-		w.snap = newSnapshotter(cfg, follower, followerData, after, replayed-len(tail.recs))
-		if len(tail.recs) > 0 {
-			w.snap.push(tail)
-		}
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			w.snap.run(w.exited)
-		}()
+		// Before the loop, which queues its appends after the tail.
+		w.startSnapshotter(r)
 	}
 	loopCtx, cancel := context.WithCancel(context.Background())
 	w.cancel = cancel
@@ -376,6 +329,86 @@ func Open(ctx context.Context, log Log, cfg Config) (*Writer, error) {
 	}
 	w.finishErasuresAtOpen(ctx)
 	return w, nil
+}
+
+// rebuilt is the ledger Open rebuilt: up to last, from the snapshot at
+// after (0: none), replaying replayed events; the follower that takes the
+// writer's snapshots, or the snapshot's bytes (followerData) and the
+// events replayed after it (tail), for the follower that decodes it once
+// the writer runs.
+type rebuilt struct {
+	ledger       *domain.Ledger
+	after, last  uint64
+	replayed     int
+	follower     *Follower
+	followerData []byte
+	tail         *appendDone
+}
+
+// rebuild replays the log after the starting ledger (a standby's, a
+// snapshot's or an empty one).
+func rebuild(ctx context.Context, log Log, cfg Config) (*rebuilt, error) {
+	r := &rebuilt{tail: &appendDone{done: closedDone}}
+	r.ledger, r.after, r.follower, r.followerData = startingLedger(ctx, cfg)
+	start := time.Now()
+	last, err := log.Replay(ctx, r.after, func(seq uint64, at time.Time, e domain.Event) error {
+		r.replayed++
+		switch {
+		case r.follower != nil:
+			if err := r.follower.Apply(seq, at, e); err != nil {
+				return err
+			}
+		case r.followerData != nil:
+			r.tail.recs, r.tail.seqs = append(r.tail.recs, Record{Event: e, At: at}), append(r.tail.seqs, seq)
+		}
+		return r.ledger.Evolve(at, e)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("rebuild ledger from the stream: %w", err)
+	}
+	r.last = last
+	cfg.Logger.Info("ledger rebuilt", "from_snapshot", r.after, "replayed", r.replayed, "seq", last,
+		"replay", time.Since(start).Round(time.Millisecond))
+	return r, nil
+}
+
+// reopenDecks rebuilds the deck of every block not yet closed. A start
+// waits for it: a deck is rebuilt from its seed, a whole block's shuffle
+// and Merkle tree, whatever the history's length.
+func (w *Writer) reopenDecks() error {
+	start, decks := time.Now(), 0
+	for _, b := range w.ledger.Blocks {
+		if b.State == domain.BlockStateClosed {
+			continue
+		}
+		if err := w.reopenDeck(b); err != nil {
+			return err
+		}
+		decks++
+	}
+	if decks > 0 {
+		w.cfg.Logger.Info("decks reopened", "blocks", decks, "after", time.Since(start).Round(time.Millisecond))
+	}
+	return nil
+}
+
+// startSnapshotter starts the writer's snapshots from the rebuilt ledger's
+// follower. A writer that takes a standby's ledger over (Config.Start)
+// keeps none: its follower would need a copy of that ledger, and encoding
+// one would delay the takeover; its cluster node's next follower, which
+// follows the stream from a snapshot of its own, takes them instead
+// (cluster.Node). The events of the tail are counted as the follower
+// applies them; those the fresh follower applied already, here.
+func (w *Writer) startSnapshotter(r *rebuilt) {
+	w.snap = newSnapshotter(w.cfg, r.follower, r.followerData, r.after, r.replayed-len(r.tail.recs))
+	if len(r.tail.recs) > 0 {
+		w.snap.push(r.tail)
+	}
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.snap.run(w.exited)
+	}()
 }
 
 // destroyTimeout bounds the destruction of erased data keys: a bucket that

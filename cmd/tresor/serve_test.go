@@ -308,9 +308,20 @@ func (s *server) must(want int, c call) map[string]any {
 		got, m = s.do(c)
 	}
 	if got != want {
-		s.tb.Fatalf("%s %s: status %d, want %d: %v", c.method, c.path, got, want, m)
+		s.tb.Fatalf("%s %s: status %d, want %d: %v%s", c.method, c.path, got, want, m, s.failureLog(got))
 	}
 	return m
+}
+
+// failureLog is, for an answer of the server's own failure (5xx), the end
+// of its log, where it wrote why: a failed test shows its cause.
+func (s *server) failureLog(status int) string {
+	if status < http.StatusInternalServerError {
+		return ""
+	}
+	time.Sleep(200 * time.Millisecond) // the log's reader may be a line behind the answer
+	lines := strings.Split(strings.TrimRight(s.logs.String(), "\n"), "\n")
+	return "\nthe server's last log lines:\n" + strings.Join(lines[max(0, len(lines)-30):], "\n")
 }
 
 // How long and how often must retries a cluster node's 503 unavailable.
@@ -324,7 +335,7 @@ func (s *server) problem(status int, code string, c call) {
 	s.tb.Helper()
 	got, m := s.do(c)
 	if got != status || m["code"] != code {
-		s.tb.Errorf("%s %s %s: %d %v, want %d %s", c.method, c.path, c.body, got, m, status, code)
+		s.tb.Errorf("%s %s %s: %d %v, want %d %s%s", c.method, c.path, c.body, got, m, status, code, s.failureLog(got))
 	}
 }
 
