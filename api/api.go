@@ -214,43 +214,7 @@ func NewServer(cfg Config) *Server {
 	if cfg.Revocations != nil && cfg.Personal != nil {
 		cfg.Revocations.matchBy(s.pseudonym)
 	}
-	if sig := cfg.Significant; sig != nil {
-		cfg.Registry.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_significant_events_total", Help: "Significant events stored (failed authentications, refused role checks)."},
-				func() float64 { return float64(sig.q.recorded.Load()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_significant_events_left_out_total", Help: "Significant events over the rate limits, counted in suppressed entries."},
-				func() float64 { return float64(sig.left.Load()) }))
-	}
-	if a := cfg.AccessLog; a != nil {
-		cfg.Registry.MustRegister(
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_access_log_entries_total", Help: "Staff reads of players' data stored in the access log."},
-				func() float64 { return float64(a.q.recorded.Load()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_access_log_dropped_total", Help: "Staff reads answered whose access-log entry was dropped (its queue full), counted in dropped entries."},
-				func() float64 { return float64(a.droppedTotal.Load()) }),
-			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_access_log_failed_total", Help: "Access-log entries the log's stream refused."},
-				func() float64 { return float64(a.q.failed.Load()) }))
-	}
-	if v := cfg.Revocations; v != nil {
-		cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_token_revocations_age_seconds", Help: "Seconds since this node last read the token revocations in full (-1 before the first read); past 1.5 every token is refused."},
-			func() float64 {
-				age, read := v.age(time.Now())
-				if !read {
-					return -1
-				}
-				return age.Seconds() // float-ok: seconds, a duration
-			}))
-	}
-	if cfg.Runner != nil {
-		cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_projection_lag_events", Help: "Events the projections have yet to apply."}, func() float64 {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			defer cancel()
-			lag, err := cfg.Runner.Lag(ctx)
-			if err != nil {
-				return -1
-			}
-			return float64(lag.Events())
-		}))
-	}
+	s.registerComponentMetrics()
 	s.registerServiceMetrics()
 	if cfg.Clustered {
 		s.registerClusterMetrics()
@@ -319,6 +283,50 @@ func NewServer(cfg Config) *Server {
 		s.problem(w, r, &domain.Error{Code: domain.CodeNotFound, Message: "no such endpoint"})
 	})
 	return s
+}
+
+// registerComponentMetrics registers the metrics of the components the
+// server was given: the compliance logs, the token revocations and the
+// projections.
+func (s *Server) registerComponentMetrics() {
+	cfg := s.cfg
+	if sig := cfg.Significant; sig != nil {
+		cfg.Registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_significant_events_total", Help: "Significant events stored (failed authentications, refused role checks)."},
+				func() float64 { return float64(sig.q.recorded.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_significant_events_left_out_total", Help: "Significant events over the rate limits, counted in suppressed entries."},
+				func() float64 { return float64(sig.left.Load()) }))
+	}
+	if a := cfg.AccessLog; a != nil {
+		cfg.Registry.MustRegister(
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_access_log_entries_total", Help: "Staff reads of players' data stored in the access log."},
+				func() float64 { return float64(a.q.recorded.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_access_log_dropped_total", Help: "Staff reads answered whose access-log entry was dropped (its queue full), counted in dropped entries."},
+				func() float64 { return float64(a.droppedTotal.Load()) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "tresor_access_log_failed_total", Help: "Access-log entries the log's stream refused."},
+				func() float64 { return float64(a.q.failed.Load()) }))
+	}
+	if v := cfg.Revocations; v != nil {
+		cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_token_revocations_age_seconds", Help: "Seconds since this node last read the token revocations in full (-1 before the first read); past 1.5 every token is refused."},
+			func() float64 {
+				age, read := v.age(time.Now())
+				if !read {
+					return -1
+				}
+				return age.Seconds() // float-ok: seconds, a duration
+			}))
+	}
+	if cfg.Runner != nil {
+		cfg.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "tresor_projection_lag_events", Help: "Events the projections have yet to apply."}, func() float64 {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			lag, err := cfg.Runner.Lag(ctx)
+			if err != nil {
+				return -1
+			}
+			return float64(lag.Events())
+		}))
+	}
 }
 
 // newServer is a Server with its defaults and its HTTP metrics, and no

@@ -4,7 +4,9 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"maps"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,6 +81,11 @@ type Auditor struct {
 	seqDone chan struct{}
 	workers sync.WaitGroup
 	done    bool
+	// jobs counts the batches of pure checks handed to the workers and not
+	// yet run, which a round waits for; rounded is the last round's report
+	// until the next event is fed.
+	jobs    sync.WaitGroup
+	rounded *Report
 
 	rm       readModels
 	compared bool
@@ -196,9 +203,15 @@ func (a *Auditor) start() {
 type batch struct {
 	events  []eventstore.RecordedEvent
 	decoded []decoded
+	// hashed says, by index, which events a checked read hashed already
+	// (CheckHashed).
+	hashed []bool
 	// unread holds, by index, the messages the source could not read.
 	unread map[int]*Violation
 	done   chan struct{}
+	// synced, on a batch of no events that Round sends, is closed once
+	// every batch before it is checked.
+	synced chan struct{}
 }
 
 // decoded is an event's domain payload, or why it could not be read, and
@@ -217,7 +230,7 @@ func (a *Auditor) newBatch() *batch {
 		return b
 	default:
 		return &batch{events: make([]eventstore.RecordedEvent, 0, batchEvents), decoded: make([]decoded, 0, batchEvents),
-			done: make(chan struct{})}
+			hashed: make([]bool, 0, batchEvents), done: make(chan struct{})}
 	}
 }
 
@@ -226,7 +239,7 @@ func (a *Auditor) newBatch() *batch {
 func (a *Auditor) recycle(b *batch) {
 	clear(b.events)
 	clear(b.decoded)
-	*b = batch{events: b.events[:0], decoded: b.decoded[:0], done: make(chan struct{})}
+	*b = batch{events: b.events[:0], decoded: b.decoded[:0], hashed: b.hashed[:0], done: make(chan struct{})}
 	select {
 	case a.free <- b:
 	default:
@@ -236,18 +249,26 @@ func (a *Auditor) recycle(b *batch) {
 // Check feeds the next event of the stream, raw as stored (an export, or a
 // store opened without a Registry: upcast payloads no longer match their
 // hashes). It blocks while the checks are too far behind.
-func (a *Auditor) Check(ev eventstore.RecordedEvent) { a.push(ev, nil) }
+func (a *Auditor) Check(ev eventstore.RecordedEvent) { a.push(ev, nil, false) }
+
+// CheckHashed is Check for an event of a checked read (eventstore's
+// Follow, ReadFrom), which compared its stated hash with the one computed
+// from its bytes already: the auditor takes that hash as computed rather
+// than computing it a second time, and verifies the event's links, its
+// chain and the seals from it as Check does.
+func (a *Auditor) CheckHashed(ev eventstore.RecordedEvent) { a.push(ev, nil, true) }
 
 // Unreadable records a message of the source that could not be read as an
 // event (the store refused its headers): it counts as a violation at its
 // sequence, and the audit goes on past it.
 func (a *Auditor) Unreadable(v Violation) {
-	a.push(eventstore.RecordedEvent{Sequence: v.Sequence}, &v)
+	a.push(eventstore.RecordedEvent{Sequence: v.Sequence}, &v, false)
 }
 
 // push adds an event, or the place of an unreadable one, to the batch being
 // filled, and hands the batch on once full.
-func (a *Auditor) push(ev eventstore.RecordedEvent, unread *Violation) {
+func (a *Auditor) push(ev eventstore.RecordedEvent, unread *Violation, hashed bool) {
+	a.rounded = nil
 	if a.cur == nil {
 		a.cur = a.newBatch()
 	}
@@ -258,6 +279,7 @@ func (a *Auditor) push(ev eventstore.RecordedEvent, unread *Violation) {
 		a.cur.unread[len(a.cur.events)] = unread
 	}
 	a.cur.events = append(a.cur.events, ev)
+	a.cur.hashed = append(a.cur.hashed, hashed)
 	if len(a.cur.events) == batchEvents {
 		a.dispatch()
 	}
@@ -279,7 +301,11 @@ func (b *batch) run(*Auditor) {
 			continue
 		}
 		b.decoded[i] = decode(&b.events[i])
-		b.decoded[i].hash = eventstore.ComputeHash(&b.events[i])
+		if b.hashed[i] {
+			b.decoded[i].hash = b.events[i].Hash
+		} else {
+			b.decoded[i].hash = eventstore.ComputeHash(&b.events[i])
+		}
 	}
 	close(b.done)
 }
@@ -329,6 +355,11 @@ func (a *Auditor) sequential() {
 	defer close(a.seqDone)
 	for b := range a.order {
 		<-b.done
+		if b.synced != nil {
+			a.st.flushJobs()
+			close(b.synced)
+			continue
+		}
 		for i := range b.events {
 			a.st.apply(&b.events[i], &b.decoded[i])
 		}
@@ -350,6 +381,7 @@ func (a *Auditor) Torn(torn []eventstore.RecordedEvent) {
 	if len(torn) == 0 {
 		return
 	}
+	a.rounded = nil
 	a.tornAt = torn[0].Sequence
 	a.vs.add(Violation{Sequence: torn[0].Sequence, Code: CodeAppendTorn, Subject: "chain " + torn[0].Chain,
 		Expected: fmt.Sprintf("the %d events its first event announces, or a Void after them", torn[0].AppendRemaining+1),
@@ -367,6 +399,7 @@ func (a *Auditor) brokenAppend(err *eventstore.IntegrityError) {
 // append at its end, if Torn found one), short of what evidence names: a
 // stream_truncated violation for each piece.
 func (a *Auditor) Truncated(end uint64, evidence []eventstore.Evidence) {
+	a.rounded = nil
 	if a.tornAt != 0 {
 		end = min(end, a.tornAt-1)
 	}
@@ -383,6 +416,56 @@ func (a *Auditor) Truncated(end uint64, evidence []eventstore.Evidence) {
 // Checked returns how many events were checked so far; safe to call from
 // any goroutine, for progress reports.
 func (a *Auditor) Checked() uint64 { return a.checked.Load() }
+
+// Round waits for every check of the events fed so far and returns the
+// report Finish would return now, the checks of the stream as a whole
+// included, without ending the audit: more events may be fed after it, and
+// State may be taken before they are. It costs what those checks do, where
+// Finish, State and Resume rebuild the whole state, so that a follower may
+// end a round at every seal. Not with Config.ReadModels, which only Finish
+// completes.
+func (a *Auditor) Round() (*Report, error) {
+	if a.cfg.ReadModels != nil {
+		return nil, errors.New("audit: read models are compared after Finish, not after a round")
+	}
+	if a.done {
+		return a.report(), nil
+	}
+	if a.rounded != nil {
+		// The violations of the stream's whole checks are the report's
+		// only: the auditor's own were set back without them.
+		return a.rounded, nil
+	}
+	if a.cur != nil {
+		a.dispatch()
+	}
+	synced := make(chan struct{})
+	a.order <- &batch{done: closed, synced: synced}
+	<-synced
+	a.jobs.Wait()
+	// The stream's whole checks report on the stream as it ends now: they
+	// run again at the next round, so that their violations are the
+	// report's, never the state's.
+	a.eventViolations = a.vs.save()
+	a.st.finish()
+	r := a.report()
+	a.vs.total, a.vs.byCode, a.vs.kept = a.eventViolations.Total, maps.Clone(a.eventViolations.Counts), slices.Clone(a.eventViolations.Kept)
+	a.rounded = r
+	return r, nil
+}
+
+// closed is a channel closed from the start: a batch Round sends has
+// nothing to decode.
+var closed = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// LastSealed returns the chain position of the last valid seal of chain
+// the auditor verified (0: none), once the checks are done: after Finish
+// or Round, before more events are fed.
+func (a *Auditor) LastSealed(chain string) uint64 { return a.st.sealedAt[chain] }
 
 // Finish waits for every check of the events fed, runs the checks of the
 // stream as a whole and returns the report. The auditor is unusable

@@ -56,12 +56,14 @@ func (s *state) job(j job) {
 
 func (s *state) flushJobs() {
 	if s.jobs != nil && len(s.jobs.jobs) > 0 {
+		s.a.jobs.Add(1)
 		s.a.work <- s.jobs
 	}
 	s.jobs = nil
 }
 
 func (jb *jobBatch) run(a *Auditor) {
+	defer a.jobs.Done()
 	for i := range jb.jobs {
 		j := &jb.jobs[i]
 		switch j.kind {

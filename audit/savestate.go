@@ -178,11 +178,12 @@ type savedViolations struct {
 	Kept   []Violation  `json:"kept"`
 }
 
-// State returns the auditor's state after Finish, to save for the next
-// incremental audit.
+// State returns the auditor's state after Finish, or after Round and
+// before more events are fed, to save for the next incremental audit. Some
+// of it shares memory with the auditor's: encode it before feeding more.
 func (a *Auditor) State() (*State, error) {
-	if !a.done {
-		return nil, errors.New("audit: the state is taken after Finish")
+	if !a.done && a.rounded == nil {
+		return nil, errors.New("audit: the state is taken after Finish or Round")
 	}
 	s := a.st
 	keyID := ""

@@ -91,11 +91,11 @@ func sameReport(tb testing.TB, got, want *audit.Report) {
 	}
 }
 
-// An audit cut anywhere, its state saved to a file and resumed, ends with
-// the report and the state of one audit of the whole stream: cuts inside a
-// play, inside the block that sells out, after its close, with a
-// violation before the cut and one after.
-func TestIncrementalAuditEqualsFullAudit(t *testing.T) {
+// cutStreams returns the streams the incremental audits are cut in: clean,
+// tampered (a deposit's and a stake's amounts changed, at indexes i and
+// j) and suspended (sales suspended across the cuts).
+func cutStreams(t *testing.T) (streams map[string][]eventstore.RecordedEvent, i, j int) {
+	t.Helper()
 	clean := played(t)
 	tampered := rechain(clean)
 	i, dep := find[*domain.FundsDeposited](t, tampered, 0, nil)
@@ -116,23 +116,96 @@ func TestIncrementalAuditEqualsFullAudit(t *testing.T) {
 		forge(t, suspended, 3, 0, &domain.SalesSuspended{Suspension: "S1", Scope: two, Reason: "fault", By: insider}),
 		forge(t, suspended, 3, 0, &domain.SalesResumed{Suspension: "S1", Scope: two, Reason: "fixed", By: insider}))
 	suspended = rechain(suspended)
-	for name, events := range map[string][]eventstore.RecordedEvent{"clean": clean, "tampered": tampered, "suspended": suspended} {
-		cfg := auditConfig(t)
-		if name != "clean" { // rechained: no seal
-			cfg.PublicKey, cfg.SealGapMax = nil, 1<<62
-		}
-		full, err := audit.New(cfg)
+	return map[string][]eventstore.RecordedEvent{"clean": clean, "tampered": tampered, "suspended": suspended}, i, j
+}
+
+// streamConfig is the audit's configuration for a stream of cutStreams:
+// the rechained ones carry no seal.
+func streamConfig(t *testing.T, name string) audit.Config {
+	cfg := auditConfig(t)
+	if name != "clean" {
+		cfg.PublicKey, cfg.SealGapMax = nil, 1<<62
+	}
+	return cfg
+}
+
+// fullAudit audits events in one run and returns its report and state.
+func fullAudit(t *testing.T, cfg audit.Config, events []eventstore.RecordedEvent) (*audit.Report, *audit.State) {
+	t.Helper()
+	full, err := audit.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range events {
+		full.Check(ev)
+	}
+	want := full.Finish()
+	wantState, err := full.State()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return want, wantState
+}
+
+// An audit that ends a round (Round) after each cut and goes on reports at
+// each round what an audit of the events up to the cut reports, with the
+// same state, and ends with the report and state of one audit of the whole
+// stream; a round with no event since the last one reports the same, and
+// events fed as hashed by a checked read (CheckHashed) are verified as the
+// others.
+func TestRoundsEqualFullAudits(t *testing.T) {
+	streams, i, j := cutStreams(t)
+	for name, events := range streams {
+		cfg := streamConfig(t, name)
+		a, err := audit.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, ev := range events {
-			full.Check(ev)
+		cuts := slices.Compact(slices.Sorted(slices.Values([]int{1, 7, len(events) / 3, len(events) / 2, i + 1, j, len(events) - 1, len(events)})))
+		prev := 0
+		for _, cut := range cuts {
+			for k, ev := range events[prev:cut] {
+				if k%2 == 0 {
+					a.CheckHashed(ev)
+				} else {
+					a.Check(ev)
+				}
+			}
+			prev = cut
+			got, err := a.Round()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, wantState := fullAudit(t, cfg, events[:cut])
+			sameReport(t, got, want)
+			again, err := a.Round() // nothing fed since: the same report
+			if err != nil {
+				t.Fatal(err)
+			}
+			sameReport(t, again, want)
+			gotState, err := a.State()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if g, w := mustJSON(t, gotState), mustJSON(t, wantState); !bytes.Equal(g, w) {
+				t.Fatalf("%s cut %d: the state after a round differs from a full audit's", name, cut)
+			}
 		}
-		want := full.Finish()
-		wantState, err := full.State()
-		if err != nil {
-			t.Fatal(err)
+		if want, _ := fullAudit(t, cfg, events); want.OK != (name == "clean") {
+			t.Fatalf("%s: ok=%t", name, want.OK)
 		}
+	}
+}
+
+// An audit cut anywhere, its state saved to a file and resumed, ends with
+// the report and the state of one audit of the whole stream: cuts inside a
+// play, inside the block that sells out, after its close, with a
+// violation before the cut and one after.
+func TestIncrementalAuditEqualsFullAudit(t *testing.T) {
+	streams, i, j := cutStreams(t)
+	for name, events := range streams {
+		cfg := streamConfig(t, name)
+		want, wantState := fullAudit(t, cfg, events)
 		if name == "suspended" && (want.ViolationCounts[audit.CodeSuspensionBreached] == 0 || len(want.ViolationCounts) != 1) {
 			t.Fatalf("suspended: %v", want.ViolationCounts)
 		}

@@ -315,67 +315,55 @@ func (e *LedgerEncoder) packKeys(l *Ledger) error {
 		e.strs = map[string]uint64{}
 	}
 	clear(e.strs)
-	e.table, e.body = e.table[:0], e.body[:0]
-	str := func(s string) uint64 {
-		i, ok := e.strs[s]
-		if !ok {
-			i = uint64(len(e.strs))
-			e.strs[s] = i
-			e.table = binary.AppendUvarint(e.table, uint64(len(s)))
-			e.table = append(e.table, s...)
-		}
-		return i
-	}
-	p := &l.packed
-	e.remap = slices.Grow(e.remap[:0], len(p.strs))[:len(p.strs)]
+	e.table, e.body, e.keys, e.keysBase = e.table[:0], e.body[:0], 0, 0
+	e.remap = slices.Grow(e.remap[:0], len(l.packed.strs))[:len(l.packed.strs)]
 	clear(e.remap)
-	packed := func(i uint64) uint64 {
-		if e.remap[i] == 0 {
-			e.remap[i] = str(p.strs[i]) + 1
-		}
-		return e.remap[i] - 1
+	e.copyPackedKeys(&l.packed)
+	if err := e.addKeys(l); err != nil {
+		return err
 	}
-	plain := func(s []byte) {
-		e.body = binary.AppendUvarint(e.body, uint64(len(s)))
-		e.body = append(e.body, s...)
-	}
-	u := func(v uint64) { e.body = binary.AppendUvarint(e.body, v) }
-	n, base := 0, int64(0)
-	// at writes a key's time, the first key's being the base.
-	at := func(t int64) {
-		if n == 0 {
-			base = t
-		}
-		n++
-		e.body = binary.AppendVarint(e.body, t-base)
-	}
+	e.out = binary.AppendUvarint(e.out, uint64(len(e.strs)))
+	e.out = append(e.out, e.table...)
+	e.out = binary.AppendVarint(e.out, e.keysBase)
+	e.out = binary.AppendUvarint(e.out, uint64(e.keys))
+	e.out = append(e.out, e.body...)
+	return nil
+}
+
+// copyPackedKeys writes the keys still live of the snapshot the ledger
+// started from, field by field.
+func (e *LedgerEncoder) copyPackedKeys(p *packedKeys) {
 	r := keyReader{b: p.b, off: p.head}
 	for i := range p.live {
 		e.step(i)
 		k := r.read()
-		u(k.player)
-		u(k.kind)
-		plain(k.key)
-		u(packed(k.request))
-		at(p.base + k.at)
+		e.u(k.player)
+		e.u(k.kind)
+		plain(e, k.key)
+		e.u(e.packedStr(p, k.request))
+		e.at(p.base + k.at)
 		switch {
 		case k.playBlock > 0 && p.strs[k.playBlock-1] != "" && k.playUnit <= playUnitMax:
-			u(packed(k.playBlock-1) + 1)
-			u(uint64(k.playUnit))
+			e.u(e.packedStr(p, k.playBlock-1) + 1)
+			e.u(uint64(k.playUnit))
 		case k.playBlock > 0:
 			// An id ParsePlayID would not read back: as it is.
-			u(0)
-			plain([]byte(PlayID(p.strs[k.playBlock-1], k.playUnit)))
+			e.u(0)
+			plain(e, PlayID(p.strs[k.playBlock-1], k.playUnit))
 		default:
-			e.play(str, string(k.play))
+			e.play(string(k.play))
 		}
 		e.body = binary.AppendVarint(e.body, k.balance)
-		u(packed(k.emission))
-		u(packed(k.opened))
-		u(k.throw)
-		u(packed(k.ban))
+		e.u(e.packedStr(p, k.emission))
+		e.u(e.packedStr(p, k.opened))
+		e.u(k.throw)
+		e.u(e.packedStr(p, k.ban))
 	}
-	var err error
+}
+
+// addKeys writes the keys remembered since the ledger started, in the
+// order they expire.
+func (e *LedgerEncoder) addKeys(l *Ledger) error {
 	for i, k := range l.keyQueue {
 		r := l.keys[k]
 		if r == nil {
@@ -393,31 +381,58 @@ func (e *LedgerEncoder) packKeys(l *Ledger) error {
 			kind++
 		}
 		if !ok || kind == uint64(len(keyKinds)) {
-			err = fmt.Errorf("encode ledger: key %q of %s %q: unknown player or kind", k.key, k.kind, k.player)
-			break
+			return fmt.Errorf("encode ledger: key %q of %s %q: unknown player or kind", k.key, k.kind, k.player)
 		}
-		u(player)
-		u(kind)
-		e.body = binary.AppendUvarint(e.body, uint64(len(k.key)))
-		e.body = append(e.body, k.key...)
-		u(str(r.Request))
-		at(r.At.UnixNano())
-		e.play(str, r.Play)
+		e.u(player)
+		e.u(kind)
+		plain(e, k.key)
+		e.u(e.str(r.Request))
+		e.at(r.At.UnixNano())
+		e.play(r.Play)
 		e.body = binary.AppendVarint(e.body, int64(r.Balance))
-		u(str(r.Emission))
-		u(str(r.OpenedBlock))
-		u(uint64(r.Throw))
-		u(str(r.Ban))
+		e.u(e.str(r.Emission))
+		e.u(e.str(r.OpenedBlock))
+		e.u(uint64(r.Throw))
+		e.u(e.str(r.Ban))
 	}
-	if err != nil {
-		return err
-	}
-	e.out = binary.AppendUvarint(e.out, uint64(len(e.strs)))
-	e.out = append(e.out, e.table...)
-	e.out = binary.AppendVarint(e.out, base)
-	e.out = binary.AppendUvarint(e.out, uint64(n))
-	e.out = append(e.out, e.body...)
 	return nil
+}
+
+// str interns a shared string of the keys and returns its index.
+func (e *LedgerEncoder) str(s string) uint64 {
+	i, ok := e.strs[s]
+	if !ok {
+		i = uint64(len(e.strs))
+		e.strs[s] = i
+		e.table = binary.AppendUvarint(e.table, uint64(len(s)))
+		e.table = append(e.table, s...)
+	}
+	return i
+}
+
+// packedStr interns the string i of the packed keys p, once.
+func (e *LedgerEncoder) packedStr(p *packedKeys, i uint64) uint64 {
+	if e.remap[i] == 0 {
+		e.remap[i] = e.str(p.strs[i]) + 1
+	}
+	return e.remap[i] - 1
+}
+
+// plain writes bytes or a string as they are, after their length.
+func plain[T string | []byte](e *LedgerEncoder, b T) {
+	e.body = binary.AppendUvarint(e.body, uint64(len(b)))
+	e.body = append(e.body, b...)
+}
+
+func (e *LedgerEncoder) u(v uint64) { e.body = binary.AppendUvarint(e.body, v) }
+
+// at writes a key's time, the first key's being the base.
+func (e *LedgerEncoder) at(t int64) {
+	if e.keys == 0 {
+		e.keysBase = t
+	}
+	e.keys++
+	e.body = binary.AppendVarint(e.body, t-e.keysBase)
 }
 
 // playUnitMax is the largest unit PlayID writes in the six digits
@@ -426,9 +441,9 @@ const playUnitMax = 999_999
 
 // play writes a key's play: an id ParsePlayID reads (six digits after the
 // last -U) is the one PlayID writes of its block and unit.
-func (e *LedgerEncoder) play(str func(string) uint64, id string) {
+func (e *LedgerEncoder) play(id string) {
 	if block, unit, ok := ParsePlayID(id); ok {
-		e.body = binary.AppendUvarint(e.body, str(block)+1)
+		e.body = binary.AppendUvarint(e.body, e.str(block)+1)
 		e.body = binary.AppendUvarint(e.body, uint64(unit))
 		return
 	}

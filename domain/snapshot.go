@@ -275,6 +275,10 @@ type LedgerEncoder struct {
 	// one (0: not met yet).
 	strs  map[string]uint64
 	remap []uint64
+	// keys counts the keys written, keysBase is the first one's time,
+	// which the others' are written from.
+	keys     int
+	keysBase int64
 	// rules and ruleSetID: RuleSetID encodes the whole rule set, once.
 	rules     *RuleSet
 	ruleSetID string

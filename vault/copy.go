@@ -56,7 +56,7 @@ func (v *Vault) flush(ctx context.Context) error {
 		}
 		now := time.Now()
 		for i := range events[:n] {
-			if err := v.check(ctx, events[i], now); err != nil {
+			if err := v.check(ctx, events[i], now, true); err != nil {
 				return err
 			}
 		}
@@ -146,8 +146,17 @@ func (v *Vault) linked() bool {
 // check feeds an event of the copy to the auditor and follows the chains'
 // heads and the seals. A seal ends the round of checks at once, so that
 // the status and the cosignatures name it as soon as it is verified.
-func (v *Vault) check(ctx context.Context, ev eventstore.RecordedEvent, at time.Time) error {
-	v.a.Check(ev)
+// hashed says the event comes from the source's checked read (Follow),
+// which compared its stated hash with the one computed from its bytes,
+// raw as the copy stores them (the source is opened without upcasting):
+// the auditor does not compute it again. An event read back from the copy
+// as stored was not checked, and the auditor hashes it.
+func (v *Vault) check(ctx context.Context, ev eventstore.RecordedEvent, at time.Time, hashed bool) error {
+	if hashed {
+		v.a.CheckHashed(ev)
+	} else {
+		v.a.Check(ev)
+	}
 	v.round++
 	v.heads[ev.Chain] = eventstore.Head{Sequence: ev.Sequence, ChainSeq: ev.ChainSeq, Hash: ev.Hash}
 	if ev.Type != eventstore.SealType {
@@ -165,29 +174,30 @@ func (v *Vault) check(ctx context.Context, ev eventstore.RecordedEvent, at time.
 	return v.finishRound(ctx)
 }
 
-// finishRound finishes the auditor's checks of the events fed so far,
-// and once the copy holds them cosigns the seals verified, hands the state
-// and the vault's position to the saver (at most every saveEvery: a vault
-// stopped in between verifies the events after the state again from its
-// own copy), and resumes a new auditor from that state, which the next
-// events go to. New violations are logged, naming their position and
-// code.
+// finishRound finishes the auditor's checks of the events fed so far
+// (audit.Auditor.Round: the auditor goes on with the next events, its
+// state neither rebuilt nor copied), and once the copy holds them cosigns
+// the seals verified and hands the state and the vault's position to the
+// saver (at most every saveEvery: a vault stopped in between verifies the
+// events after the state again from its own copy). New violations are
+// logged, naming their position and code.
 func (v *Vault) finishRound(ctx context.Context) error {
-	rep := v.a.Finish()
-	st, err := v.a.State()
+	rep, err := v.a.Round()
 	if err != nil {
 		return err
 	}
 	var body []byte
 	if now := time.Now(); now.Sub(v.savedAt) >= saveEvery {
+		// Encoded at once: the state shares memory with the auditor's,
+		// which the next events change.
+		st, err := v.a.State()
+		if err != nil {
+			return err
+		}
 		if body, err = audit.EncodeState(st); err != nil {
 			return err
 		}
 		v.savedAt = now
-	}
-	next, err := audit.Resume(v.cfg.Audit, st)
-	if err != nil {
-		return fmt.Errorf("vault: resume the auditor from its own state: %w", err)
 	}
 	// The work above overlaps the commit of the batches in flight; what
 	// is cosigned and saved must be in the copy.
@@ -197,7 +207,7 @@ func (v *Vault) finishRound(ctx context.Context) error {
 	// Cosignatures first: a crash before the state is saved verifies the
 	// seal again at the next start, which finds it cosigned already.
 	for _, s := range v.seals {
-		if st.SealedAt[s.chain] != s.chainSeq {
+		if v.a.LastSealed(s.chain) != s.chainSeq {
 			continue // not verified: the auditor reports it
 		}
 		v.lastSeal = s.seq
@@ -212,7 +222,7 @@ func (v *Vault) finishRound(ctx context.Context) error {
 			return err
 		}
 	}
-	v.a, v.verified, v.round, v.seals, v.report, v.lastRound = next, st.LastSequence, 0, v.seals[:0], rep, time.Now()
+	v.verified, v.round, v.seals, v.report, v.lastRound = rep.LastSequence, 0, v.seals[:0], rep, time.Now()
 	v.logNew(rep)
 	return nil
 }

@@ -139,7 +139,7 @@ func (v *Vault) replayCopy(ctx context.Context, from, to uint64) (uint64, error)
 	var n uint64
 	read, torn := eventstore.WholeAppends(func(ev eventstore.RecordedEvent) error {
 		n++
-		return v.check(ctx, ev, at)
+		return v.check(ctx, ev, at, false)
 	}, nil)
 	if err := v.cfg.Copy.ReadStored(ctx, from, to, read); err != nil {
 		return n, fmt.Errorf("vault: read the copy from %d to %d: %w", from, to, err)

@@ -38,6 +38,9 @@ const (
 // vault's process; the raw read's server and reader).
 //
 //	go test -run '^$' -bench BenchmarkVaultFollowsSimulate -benchtime 1x ./cmd/tresor/
+//
+// TRESOR_VAULT_BIN runs another build of the vault (both vaults) on the
+// same stream, to compare two builds run one after the other.
 func BenchmarkVaultFollowsSimulate(b *testing.B) {
 	for range b.N {
 		benchVault(b)

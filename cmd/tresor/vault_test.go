@@ -34,7 +34,7 @@ const forkReportMax = 5 * time.Second
 // waits until it listens.
 func startVault(tb testing.TB, data, source, pub string, args ...string) *server {
 	tb.Helper()
-	cmd := exec.Command(tresorBin, append([]string{"vault", "--data", data, "--http", "127.0.0.1:0", "--public-key", pub,
+	cmd := exec.Command(vaultBin(), append([]string{"vault", "--data", data, "--http", "127.0.0.1:0", "--public-key", pub,
 		"--inbox-prefix", "_INBOX_regulator"}, args...)...)
 	cmd.Env = append(os.Environ(), "TRESOR_VAULT_SOURCE="+source)
 	v, addr := launch(tb, cmd, data)
@@ -45,6 +45,16 @@ func startVault(tb testing.TB, data, source, pub string, args ...string) *server
 	})
 	v.awaitListening(addr, "tresor vault")
 	return v
+}
+
+// vaultBin is the binary `tresor vault` runs from: TRESOR_VAULT_BIN, to
+// measure another build of the vault beside this one's on the same stream,
+// or the one built for the tests.
+func vaultBin() string {
+	if bin := os.Getenv("TRESOR_VAULT_BIN"); bin != "" {
+		return bin
+	}
+	return tresorBin
 }
 
 // vaultStatus reads GET /v1/vault/status.
