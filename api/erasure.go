@@ -87,6 +87,9 @@ func (s *Server) approveErasure(r *http.Request, c *Claims) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	if err := decodeOptional(r, &noBody{}); err != nil {
+		return 0, nil, err
+	}
 	by, err := s.actor(r, c)
 	if err != nil {
 		return 0, nil, err

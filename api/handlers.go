@@ -527,6 +527,11 @@ func (o *throwJSON) settle(status projections.PlayStatus, tier domain.Tier, priz
 	o.Status, o.Tier, o.Prize = status, &tier, &prize
 }
 
+// noBody is the body of a request that takes none, or {}: decoding into
+// it refuses any field, so that an approval sent with a body it does not
+// take ({"approve": false}) is not taken for an approval.
+type noBody struct{}
+
 // decodeOptional accepts an empty body, or one JSON object decoded into v.
 func decodeOptional(r *http.Request, v any) error {
 	if r.ContentLength == 0 {

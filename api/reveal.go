@@ -42,10 +42,28 @@ const (
 	revealCSV                    // a CSV cell, quoted when it must be
 )
 
-// sealedChar reports whether c can be part of a sealed field after its
-// prefix: the key id's hex digits, its ':' and unpadded base64url.
+// sealedChar reports whether c can be part of a sealed field's key id or
+// its unpadded base64url.
 func sealedChar(c byte) bool {
-	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_' || c == ':'
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '-' || c == '_'
+}
+
+// sealedEnd returns where the sealed field whose prefix ends at j ends:
+// after its key id, one ':' and its base64url. Only that one ':' belongs
+// to it, so that a text going on with a colon ("proposed by X: ...") keeps
+// it and the field still opens.
+func sealedEnd(b []byte, j int) int {
+	colon := false
+	for ; j < len(b); j++ {
+		if b[j] == ':' && !colon {
+			colon = true
+			continue
+		}
+		if !sealedChar(b[j]) {
+			break
+		}
+	}
+	return j
 }
 
 // reveal replaces every sealed field in an answer by what it reads as.
@@ -64,10 +82,7 @@ func (s *Server) reveal(ctx context.Context, b []byte, mode revealMode) []byte {
 			out.Write(b)
 			return out.Bytes()
 		}
-		j := i + len(prefix)
-		for j < len(b) && sealedChar(b[j]) {
-			j++
-		}
+		j := sealedEnd(b, i+len(prefix))
 		out.Write(b[:i])
 		out.WriteString(encodeRevealed(s.cfg.Personal.Reveal(ctx, string(b[i:j])), mode))
 		b = b[j:]

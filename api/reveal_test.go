@@ -30,6 +30,7 @@ func TestAnswersRevealSealedFields(t *testing.T) {
 		{"json", `{"reason":"` + quoted + `","n":1}`, revealJSON, `{"reason":"he said \"stop\", then left","n":1}`},
 		{"csv", "p-1," + quoted + ",3\n", revealCSV, "p-1,\"he said \"\"stop\"\", then left\",3\n"},
 		{"text", "ban B1 records " + quoted + ".", revealText, `ban B1 records he said "stop", then left.`},
+		{"text going on with a colon", "proposed by " + quoted + ": another", revealText, `proposed by he said "stop", then left: another`},
 		{"nothing sealed", `{"reason":"sealed:v2"}`, revealJSON, `{"reason":"sealed:v2"}`},
 	} {
 		if got := string(s.reveal(ctx, []byte(c.in), c.mode)); got != c.want {

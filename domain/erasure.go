@@ -3,6 +3,7 @@ package domain
 import (
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -219,6 +220,9 @@ func (l *Ledger) erase(now time.Time, c ErasePersonalData) (Decision, error) {
 		}
 		return Decision{}, refuse(CodeConflict, "erasure %s %s is pending until %s: approve or reject it", x.ID, x.whose(), x.ExpiresAt.Format(time.RFC3339))
 	}
+	if err := l.proposerPending(now, c.KeyID, ""); err != nil {
+		return Decision{}, err
+	}
 	if len(l.Erasures) >= ErasuresKeptMax {
 		return Decision{}, refuse(CodeConflict, "%d erasures are pending or recently decided, the most Tresor keeps: decide the pending ones first", len(l.Erasures))
 	}
@@ -256,6 +260,39 @@ func (l *Ledger) pendingErasure(now time.Time, player, keyID string) *Erasure {
 	return nil
 }
 
+// proposerPending refuses the erasure of a staff subject's data key while
+// a proposal of theirs is pending (but the erasure except, which may be
+// their own): four eyes compare sealed subjects, and once the key is gone
+// the subject seals under a new one, which the proposal's would no longer
+// match: their own approval would pass for another's.
+func (l *Ledger) proposerPending(now time.Time, keyID, except string) error {
+	if keyID == "" {
+		return nil
+	}
+	var ids []string
+	for _, id := range sortedKeys(l.Adjustments) {
+		if a := l.Adjustments[id]; a.pendingAt(now) && SealedKeyID(subjectOf(a.ProposedBy)) == keyID {
+			ids = append(ids, id)
+		}
+	}
+	for _, id := range sortedKeys(l.Erasures) {
+		if x := l.Erasures[id]; id != except && x.pendingAt(now) && SealedKeyID(subjectOf(x.ProposedBy)) == keyID {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	named := strings.Join(ids[:min(len(ids), pendingNamedMax)], ", ")
+	if len(ids) > pendingNamedMax {
+		named += fmt.Sprintf(" and %d more", len(ids)-pendingNamedMax)
+	}
+	return refuse(CodeConflict, "the subject proposed %s, pending: have another subject approve or reject them before the subject's data is erased", named)
+}
+
+// pendingNamedMax bounds the proposals a refusal names.
+const pendingNamedMax = 10
+
 // decidableErasure returns the erasure a decision names, after the checks
 // common to an approval and a rejection: staff, a known erasure, and four
 // eyes.
@@ -281,6 +318,9 @@ func (l *Ledger) approveErasure(now time.Time, c ApproveErasure) (Decision, erro
 	// Approved already: the first approval erased; this one answers it.
 	if again, err := x.approval(erasureTerms, x.ID, now); again || err != nil {
 		return replayed(again, err, &KeyRecord{Erasure: x.ID, At: x.DecidedAt})
+	}
+	if err := l.proposerPending(now, x.KeyID, x.ID); err != nil {
+		return Decision{}, err
 	}
 	ground := x.Ground
 	if x.Player != "" {

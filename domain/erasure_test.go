@@ -199,3 +199,25 @@ func TestAnErasureIsLawfulWhenApprovedToo(t *testing.T) {
 		t.Fatalf("approved %+v", e)
 	}
 }
+
+func TestAStaffSubjectIsNotErasedWithAProposalOfTheirsPending(t *testing.T) {
+	// given an adjustment proposed by a subject sealed under dataKey
+	sealed := &Actor{Role: RoleOperator, Subject: SealedPrefix + dataKey + ":c2VhbGVk"}
+	other := &Actor{Role: RoleFinance, Subject: SealedPrefix + "1111111111111111:b3RoZXI"}
+	third := &Actor{Role: RoleOperator, Subject: SealedPrefix + "2222222222222222:dGhpcmQ"}
+	adjustment := proposal("p1", Credit, Goodwill, 500)
+	adjustment.By = sealed
+	w := funded(t).given(adjustment)
+	staff := ErasePersonalData{KeyID: dataKey, LegalGround: "left the company", By: other}
+	// then the subject's erasure is refused while it is pending
+	refused(t, w, staff, ErrConflict)
+	// when another subject rejects it, the erasure is proposed; an
+	// erasure the subject proposes meanwhile stops its approval
+	accepted(t, w, RejectAdjustment{Adjustment: "A1", Reason: "no ticket", By: other})
+	accepted(t, w, staff)
+	accepted(t, w, ErasePersonalData{KeyID: "fedcba9876543210", LegalGround: "asked", By: sealed})
+	refused(t, w, ApproveErasure{Erasure: "ER1", By: third}, ErrConflict)
+	// and once that one is decided too, the subject's erasure is approved
+	accepted(t, w, RejectErasure{Erasure: "ER2", Reason: "not asked", By: other})
+	accepted(t, w, ApproveErasure{Erasure: "ER1", By: third})
+}

@@ -244,6 +244,60 @@ func TestAdjustmentsWithFourEyesThroughTheBinary(t *testing.T) {
 	}
 }
 
+// TestFourEyesRefusalNamesTheProposer has a proposer approve and reject
+// her own adjustment: the refusal's detail names her, opened as every
+// sealed field of an answer is, not "[unavailable]" (the sealed subject
+// is followed by a colon in the detail, which must not be read as part
+// of it).
+func TestFourEyesRefusalNamesTheProposer(t *testing.T) {
+	t.Parallel()
+	s := startServe(t, t.TempDir())
+	s.fundedPlayer()
+	alice := s.staffToken("operator", "alice")
+	a1 := s.must(202, call{"POST", "/v1/players/p-42/adjustments", alice, "",
+		`{"direction":"credit","kind":"goodwill","amount":"5.00","reference":"ticket-1","reason":"the game froze"}`})
+	for _, c := range []call{
+		{"POST", "/v1/adjustments/" + a1["id"].(string) + "/approve", alice, "", ""},
+		{"POST", "/v1/adjustments/" + a1["id"].(string) + "/reject", alice, "", `{"reason":"no such ticket"}`},
+	} {
+		m := s.must(403, c)
+		if want := "was proposed by alice: another subject decides it"; m["code"] != "four_eyes" || !strings.Contains(m["detail"].(string), want) {
+			t.Errorf("%s %s: %v, want four_eyes whose detail says %q", c.method, c.path, m, want)
+		}
+	}
+}
+
+// TestApprovalsTakeNoBodyButNoneOrEmpty sends approvals with bodies the
+// approve endpoints do not take: an unknown field (one that reads as a
+// refusal among them), an array, text. Each is refused, 400
+// invalid_request, and nothing is recorded: the adjustment and the
+// erasure stay pending until approved with no body or {}.
+func TestApprovalsTakeNoBodyButNoneOrEmpty(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	s := startServe(t, data)
+	s.fundedPlayer()
+	alice, bob, carol := s.staffToken("operator", "alice"), s.staffToken("operator", "bob"), s.staffToken("operator", "carol")
+	// carol records something, so that her data can be erased.
+	suspended := s.must(201, call{"POST", "/v1/sales/suspensions", carol, "", `{"scope":"all","reason":"a drill"}`})
+	s.must(200, call{"DELETE", "/v1/sales/suspensions/" + suspended["id"].(string), carol, "", `{"reason":"drill over"}`})
+	a1 := s.must(202, call{"POST", "/v1/players/p-42/adjustments", alice, "",
+		`{"direction":"credit","kind":"goodwill","amount":"5.00","reference":"ticket-1","reason":"the game froze"}`})["id"].(string)
+	er1 := s.must(202, call{"POST", "/v1/erasures", alice, "", `{"subject":"carol","legal_ground":"left the company"}`})["id"].(string)
+	approvals := []string{"/v1/adjustments/" + a1 + "/approve", "/v1/erasures/" + er1 + "/approve"}
+	before, _ := exportTypes(t, "--data", data)
+	for _, path := range approvals {
+		for _, body := range []string{`{"approve":false}`, `{"reason":"no such ticket"}`, `[]`, `no`} {
+			s.problem(400, "invalid_request", call{"POST", path, bob, "", body})
+		}
+	}
+	if after, _ := exportTypes(t, "--data", data); fmt.Sprint(after) != fmt.Sprint(before) {
+		t.Fatalf("approvals refused recorded something: %v, then %v", before, after)
+	}
+	s.must(200, call{"POST", approvals[0], bob, "", ""})
+	s.must(200, call{"POST", approvals[1], bob, "", `{}`})
+}
+
 // proposerOf reads who proposed an adjustment, as the export holds it.
 func proposerOf(tb testing.TB, export, adjustment string) *domain.Actor {
 	tb.Helper()

@@ -153,7 +153,7 @@ func (o *auditOptions) key(cfg *Config) (ed25519.PublicKey, error) {
 		if o.file == "" && cfg.NATSURL == "" {
 			cfg.SealKeyFile = filepath.Join(cfg.Data, "keys", "seal.ed25519")
 			if _, err := os.Stat(cfg.SealKeyFile); err == nil {
-				priv, err := cfg.sealKey()
+				priv, err := cfg.sealKey(false)
 				if err != nil {
 					return nil, usagef("--public-key: %v", err)
 				}

@@ -222,7 +222,7 @@ func (o *backupOptions) recordKey(ctx context.Context, cfg *Config, m *backupMan
 			return err
 		}
 	case fileExists(cfg.SealKeyFile):
-		priv, err := cfg.sealKey()
+		priv, err := cfg.sealKey(false)
 		if err != nil {
 			return fmt.Errorf("seal key: %w", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/ed25519"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -545,4 +546,29 @@ func TestBackupThroughTheRegulatorsUser(t *testing.T) {
 			t.Fatalf("replay %d of the erasures: exit %d, %s %s; want %s", want+1, code, out, errOut, destroyed)
 		}
 	}
+}
+
+// TestABackupClearsWhatAKilledRunLeft puts in a backup directory the
+// unfinished files a run killed mid-copy leaves (a timer's timeout, a
+// reboot): a snapshot's and a part's. The next run, which holds the
+// directory's lock, removes them, so that runs killed every so often do
+// not fill the backup's disk with copies of snapshots no manifest names.
+func TestABackupClearsWhatAKilledRunLeft(t *testing.T) {
+	t.Parallel()
+	data, out := t.TempDir(), t.TempDir()
+	mustRun(t, "simulate", "--data", data, "--plays", "5", "--players", "2", "--quiet")
+	mustRun(t, "backup", "--data", data, "--out", out)
+	left := []string{"snapshot-1598643612.partial", "events-000002.ndjson.partial"}
+	for _, f := range left {
+		if err := os.WriteFile(filepath.Join(out, f), []byte("cut short"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustRun(t, "backup", "--data", data, "--out", out)
+	for _, f := range left {
+		if _, err := os.Stat(filepath.Join(out, f)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after a backup: %v, want it removed", f, err)
+		}
+	}
+	mustRun(t, "restore", "--from", out, "--data", t.TempDir())
 }

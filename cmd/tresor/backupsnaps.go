@@ -130,13 +130,15 @@ func (m *backupManifest) snapshotFiles() []string {
 
 // removeUnnamed removes the snapshot, data keys and log files of dir that
 // the manifest no longer names: those replaced by newer ones, and the
-// parts of a log created anew.
+// parts of a log created anew. It also removes the unfinished files a
+// killed run left (*.partial, which no manifest names): the caller holds
+// the directory's lock, so no other run is writing them.
 func removeUnnamed(dir string, m *backupManifest) error {
 	named := append(m.snapshotFiles(), m.logFiles()...)
 	if m.DataKeys != nil {
 		named = append(named, m.DataKeys.File)
 	}
-	for _, pattern := range []string{"snapshot-*.bin", backupDataKeysPattern, backupLogPattern} {
+	for _, pattern := range []string{"snapshot-*.bin", backupDataKeysPattern, backupLogPattern, "*.partial"} {
 		files, err := filepath.Glob(filepath.Join(dir, pattern))
 		if err != nil {
 			return err

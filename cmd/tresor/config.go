@@ -417,9 +417,10 @@ func loadOrCreateKey(path string, size int, create bool) ([]byte, error) {
 	return b, nil
 }
 
-// sealKey returns the Ed25519 key that signs Seal events.
-func (c *Config) sealKey() (ed25519.PrivateKey, error) {
-	seed, err := loadOrCreateKey(c.SealKeyFile, ed25519.SeedSize, c.NATSURL == "")
+// sealKey returns the Ed25519 key that signs Seal events, made when its
+// file does not exist and create is set.
+func (c *Config) sealKey(create bool) (ed25519.PrivateKey, error) {
+	seed, err := loadOrCreateKey(c.SealKeyFile, ed25519.SeedSize, create)
 	if err != nil {
 		return nil, err
 	}

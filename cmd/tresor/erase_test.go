@@ -450,3 +450,56 @@ func TestRetentionListsThePlayersDue(t *testing.T) {
 		t.Fatalf("--at tomorrow: exit %d, %s", code, errOut)
 	}
 }
+
+// TestAnErasedProposerDecidesNothingOfHers erases a staff subject who has
+// an adjustment pending. Four eyes compare sealed subjects, and once her
+// data key is gone her subject seals under a new one: had the erasure
+// gone through, her own token would approve her own proposal. So the
+// erasure is refused, proposed or approved, while a proposal of hers is
+// pending; once others have decided them it goes through, and her new
+// proposals are still hers alone to not approve. The balance never moves
+// and tresor audit passes.
+func TestAnErasedProposerDecidesNothingOfHers(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	s := startServe(t, data)
+	s.fundedPlayer() // 20.00 on p-42
+	alice, bob, carol := s.staffToken("operator", "alice"), s.staffToken("operator", "bob"), s.staffToken("operator", "carol")
+	propose := call{"POST", "/v1/players/p-42/adjustments", alice, "",
+		`{"direction":"credit","kind":"goodwill","amount":"5.00","reference":"ticket-1","reason":"the game froze"}`}
+	decide := func(what, id, verb, token string) call {
+		c := call{"POST", "/v1/" + what + "/" + id + "/" + verb, token, "", ""}
+		if verb == "reject" {
+			c.body = `{"reason":"not asked for"}`
+		}
+		return c
+	}
+	eraseAlice := call{"POST", "/v1/erasures", bob, "", `{"subject":"alice","legal_ground":"left the company"}`}
+	refusedNaming := func(c call, id string) {
+		t.Helper()
+		if m := s.must(409, c); m["code"] != "conflict" || !strings.Contains(m["detail"].(string), id) {
+			t.Fatalf("%s %s: %v, want a conflict naming %s", c.method, c.path, m, id)
+		}
+	}
+
+	a1 := s.must(202, propose)["id"].(string)
+	refusedNaming(eraseAlice, a1)
+	s.must(200, decide("adjustments", a1, "reject", carol))
+	erasure := s.must(202, eraseAlice)["id"].(string)
+	a2 := s.must(202, propose)["id"].(string)
+	refusedNaming(decide("erasures", erasure, "approve", carol), a2)
+	s.must(200, decide("adjustments", a2, "reject", carol))
+	s.must(200, decide("erasures", erasure, "approve", carol))
+
+	a3 := s.must(202, propose)["id"].(string)
+	s.problem(403, "four_eyes", decide("adjustments", a3, "approve", alice))
+	if acct := s.must(200, call{"GET", "/v1/players/p-42/account", bob, "", ""}); acct["balance"] != "20.00" {
+		t.Fatalf("after the erasure of the adjustments' proposer: %v, want the balance 20.00", acct)
+	}
+	if types, _ := exportTypes(t, "--data", data); types["AdjustmentApproved"] != 0 || types["PersonalDataErased"] != 1 {
+		t.Fatalf("the stream holds %v: want no approval and one erasure", types)
+	}
+	if r := auditReport(t, 0, "--data", data, "--public-key", hexKey(t, data)); !r.OK {
+		t.Fatalf("audit: %+v", r)
+	}
+}

@@ -156,3 +156,49 @@ func TestAClusterNodesDirectoryRefusesTheEmbeddedLedger(t *testing.T) {
 		t.Fatalf("the node after the refusals: %v", acct)
 	}
 }
+
+// TestServeMakesNoKeyBesideAStreamWithEvents starts serve on a ledger
+// whose master and seal keys are not where it looks (a restore without
+// --keys, a keys directory moved, a mistyped --seal-key-file): it exits
+// with status 1 naming the file, and makes no key, since a seal signed by
+// a key made now would fail every audit from then on, and a master key
+// made now opens no seed. Once the keys are back, serve starts and the
+// audit passes.
+func TestServeMakesNoKeyBesideAStreamWithEvents(t *testing.T) {
+	t.Parallel()
+	data, aside := t.TempDir(), filepath.Join(t.TempDir(), "keys")
+	keys := filepath.Join(data, "keys")
+	// No block is open: nothing asks the master key to open a seed, and
+	// only the seal key's file stands between serve and a foreign seal.
+	s := startServe(t, data)
+	for _, c := range []call{
+		{"PUT", "/v1/players/p-42", "", "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"50.00"}`},
+		{"POST", "/v1/players/p-42/deposits", "", "d1", `{"amount":"20.00"}`},
+	} {
+		c.token = s.staffToken("operator", "alice")
+		s.must(200, c)
+	}
+	s.stop()
+	if err := os.Rename(keys, aside); err != nil {
+		t.Fatal(err)
+	}
+	_, stderr, code := runWithin(t, 30*time.Second, "serve", "--data", data, "--http", "127.0.0.1:0")
+	if code != 1 || !strings.Contains(stderr, filepath.Join(keys, "master.key")) {
+		t.Errorf("serve without its keys: exit %d, %s; want 1, naming the master key's file", code, stderr)
+	}
+	for _, key := range []string{"master.key", "seal.ed25519"} {
+		if _, err := os.Stat(filepath.Join(keys, key)); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("%s after serve refused to start: %v, want none made", key, err)
+		}
+	}
+	if err := os.RemoveAll(keys); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(aside, keys); err != nil {
+		t.Fatal(err)
+	}
+	startServe(t, data).stop()
+	if r := auditReport(t, 0, "--data", data, "--public-key", hexKey(t, data)); !r.OK {
+		t.Fatalf("audit: %+v", r)
+	}
+}

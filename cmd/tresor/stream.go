@@ -163,13 +163,17 @@ func connectStreamAs(ctx context.Context, cfg *Config, scfg eventstore.Config, k
 // next master key when its file exists: the writer then seals under the
 // next key, opens under either, and reseals the seeds of the blocks not
 // yet closed under it when it starts.
-func (s *stream) openSealer(cfg *Config) (*settlement.Sealer, error) {
+func (s *stream) openSealer(ctx context.Context, cfg *Config) (*settlement.Sealer, error) {
 	if s.sealer != nil {
 		return s.sealer, nil
 	}
-	key, err := loadOrCreateKey(cfg.MasterKeyFile, settlement.MasterKeySize, cfg.NATSURL == "")
+	create, err := s.mayMakeKeys(ctx, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("master key: %w", err)
+		return nil, err
+	}
+	key, err := loadOrCreateKey(cfg.MasterKeyFile, settlement.MasterKeySize, create)
+	if err != nil {
+		return nil, fmt.Errorf("master key: %w", keyNotMade(err, cfg))
 	}
 	sealer, err := settlement.NewSealer(key)
 	if err != nil || !fileExists(cfg.MasterKeyNextFile) {
@@ -186,6 +190,32 @@ func (s *stream) openSealer(cfg *Config) (*settlement.Sealer, error) {
 	return s.sealer, nil
 }
 
+// mayMakeKeys reports whether the master and seal keys may be made when
+// their files do not exist: on the embedded default, beside a stream that
+// holds no event yet. Beside one that does, a key made now is not the one
+// its seeds were sealed and its seals signed with (a restore without
+// --keys, a keys directory moved): a seal under it would fail every
+// audit from then on.
+func (s *stream) mayMakeKeys(ctx context.Context, cfg *Config) (bool, error) {
+	if cfg.NATSURL != "" {
+		return false, nil
+	}
+	last, err := s.store.LastSequence(ctx)
+	if err != nil {
+		return false, fmt.Errorf("read the stream's last sequence: %w", err)
+	}
+	return last == 0, nil
+}
+
+// keyNotMade explains a key file that does not exist beside an embedded
+// stream holding events, which mayMakeKeys did not let be made.
+func keyNotMade(err error, cfg *Config) error {
+	if cfg.NATSURL != "" || !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return fmt.Errorf("%w: the stream holds events, sealed and signed with the ledger's keys, and a key made now would not be theirs: put them back (tresor restore --keys) or name their files", err)
+}
+
 // openKeyring opens the personal data keys' bucket, once, with the
 // master key that wraps its keys. While the master key rotates, it first
 // wraps every data key under the next one: the events, sealed under the
@@ -194,7 +224,7 @@ func (s *stream) openKeyring(ctx context.Context, cfg *Config) (*personal.Keyrin
 	if s.keyring != nil {
 		return s.keyring, nil
 	}
-	sealer, err := s.openSealer(cfg)
+	sealer, err := s.openSealer(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +253,7 @@ func (s *stream) openSnapshots(ctx context.Context, cfg *Config) (*snapshot.Buck
 	if !cfg.Snapshots || s.snaps != nil {
 		return s.snaps, nil
 	}
-	sealer, err := s.openSealer(cfg)
+	sealer, err := s.openSealer(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +282,7 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 	if err != nil {
 		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
-	sealer, err := s.openSealer(cfg)
+	sealer, err := s.openSealer(ctx, cfg)
 	if err != nil {
 		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
@@ -260,9 +290,13 @@ func (s *stream) writerConfig(ctx context.Context, cfg *Config) (settlement.Conf
 	if err != nil {
 		return settlement.Config{}, eventstore.CommitterConfig{}, err
 	}
-	sealKey, err := cfg.sealKey()
+	create, err := s.mayMakeKeys(ctx, cfg)
 	if err != nil {
-		return settlement.Config{}, eventstore.CommitterConfig{}, fmt.Errorf("seal key: %w", err)
+		return settlement.Config{}, eventstore.CommitterConfig{}, err
+	}
+	sealKey, err := cfg.sealKey(create)
+	if err != nil {
+		return settlement.Config{}, eventstore.CommitterConfig{}, fmt.Errorf("seal key: %w", keyNotMade(err, cfg))
 	}
 	sealKeyNext, err := cfg.sealKeyNext()
 	if err != nil {
