@@ -416,9 +416,16 @@ func validText(what, s string, max int, required bool) error {
 		return refuse(CodeInvalidRequest, "%s of %d bytes: at most %d", what, len(s), max)
 	case !utf8.ValidString(s) || strings.IndexFunc(s, unicode.IsControl) >= 0:
 		return refuse(CodeInvalidRequest, "%s: want printable text, without control characters", what)
+	case s != "" && strings.IndexFunc(s, visible) < 0:
+		return refuse(CodeInvalidRequest, "%s: only blanks or invisible characters; want words", what)
 	}
 	return nil
 }
+
+// visible reports whether a character shows: neither a space nor a
+// format character (a zero-width space, a direction mark), so that a text
+// of such characters alone is not taken for a reason given.
+func visible(r rune) bool { return !unicode.IsSpace(r) && !unicode.Is(unicode.Cf, r) }
 
 // refusal returns why a stake or a deposit of the account is refused at
 // now, whatever its amount: a self-exclusion (for good, or within its

@@ -203,6 +203,7 @@ func TestPersonalFieldsAreCheckedInClearBeforeTheyAreSealed(t *testing.T) {
 		"a reason too long":         domain.BanPlayer{Player: "p3", Reference: "R1", Reason: strings.Repeat("x", domain.ReasonMax+1), By: op},
 		"a reference too long":      domain.BanPlayer{Player: "p3", Reference: strings.Repeat("x", domain.ReferenceMax+1), Reason: "r", By: op},
 		"a control character":       domain.BanPlayer{Player: "p3", Reference: "R1", Reason: "a\nb", By: op},
+		"a reason of blanks":        domain.BanPlayer{Player: "p3", Reference: "R1", Reason: " \u200b ", By: op},
 		"a forged sealed reason":    domain.BanPlayer{Player: "p3", Reference: "R1", Reason: domain.SealedPrefix + "0123456789abcdef:AAAA", By: op},
 		"a subject not a subject":   domain.BanPlayer{Player: "p3", Reference: "R1", Reason: "r", By: &domain.Actor{Role: domain.RoleOperator, Subject: "two words"}},
 		"a forged sealed subject":   domain.BanPlayer{Player: "p3", Reference: "R1", Reason: "r", By: &domain.Actor{Role: domain.RoleOperator, Subject: domain.SealedPrefix + "0123456789abcdef:AAAA"}},
