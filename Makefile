@@ -31,8 +31,8 @@ export TRESOR_TEST_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres?s
 export TRESOR_TEST_AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
 
 # test runs every package's tests, the long ones at a bounded size: the
-# crash suite's 5 cycles, a few storage faults, one takeover fault and 2
-# starts, one sold-out block, 5 000 plays of the block report. soak runs
+# crash suite's 5 cycles, a few storage faults, one takeover fault and one
+# start, one sold-out block, 5 000 plays of the block report. soak runs
 # them all at length (crash, crash-storage, crash-takeover, sellout).
 # cmd/tresor's tests run in parallel, except those that stop, freeze or
 # time a cluster, bound a deadline or set the environment: they run alone.
@@ -74,7 +74,7 @@ crash-storage:
 # under the crash suite's clients: kill -9 of the NATS node leading the
 # stream and a rolling restart of the serves, TRESOR_TAKEOVER_FAULTS times
 # each (make test: once), a rolling restart of the NATS nodes, then
-# TRESOR_TAKEOVER_STARTS starts of a serve (make test: 2); the takeover
+# TRESOR_TAKEOVER_STARTS starts of a serve (make test: 1); the takeover
 # figures are in its log.
 TRESOR_TAKEOVER_FAULTS ?= 5
 TRESOR_TAKEOVER_STARTS ?= 50

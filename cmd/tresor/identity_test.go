@@ -86,6 +86,7 @@ func TestProviderTokensOnACluster(t *testing.T) {
 	if testing.Short() {
 		t.Skip("3-node cluster and 3 processes: skipped in -short")
 	}
+	t.Parallel()
 	data := t.TempDir()
 	c, _ := clusterKeys(t, data)
 	provider := testidp.Start(t)

@@ -66,7 +66,7 @@ func TestTakeoverOnNATSProcesses(t *testing.T) {
 		t.Skip("3 nats-server and 3 tresor processes: skipped in -short")
 	}
 	faults := crashSize(t, "TRESOR_TAKEOVER_FAULTS", 1, 20)
-	starts := crashSize(t, "TRESOR_TAKEOVER_STARTS", 2, 200)
+	starts := crashSize(t, "TRESOR_TAKEOVER_STARTS", 1, 200)
 	r := newCrashRun(t)
 	r.clients = standbyClients
 	r.http.Timeout = standbyRequestMax
