@@ -24,11 +24,13 @@ const DataKeysBucket = "TRESOR_DATA_KEYS"
 const dataKeysHistory = 2
 
 // ErrKeyNotFound and ErrKeyExists are DataKeys's answers for a name it
-// does not hold, and for a Create of one it holds; ErrNoDataKeys says
-// that there is no data keys bucket beside the stream.
+// does not hold, and for a Create of one it holds; ErrKeyChanged for an
+// Update of an entry since changed; ErrNoDataKeys says that there is no
+// data keys bucket beside the stream.
 var (
 	ErrKeyNotFound = errors.New("data key entry not found")
 	ErrKeyExists   = errors.New("data key entry exists")
+	ErrKeyChanged  = errors.New("data key entry changed or erased since it was read")
 	ErrNoDataKeys  = errors.New("no data keys bucket " + DataKeysBucket)
 )
 
@@ -55,8 +57,12 @@ func (s *NATSStore) OpenDataKeys(ctx context.Context) (*DataKeys, error) {
 		Storage:           jetstream.FileStorage,
 		Replicas:          s.cfg.Replicas,
 		AllowRollup:       true,
-		AllowDirect:       true,
-		MaxMsgs:           -1, MaxBytes: -1, MaxAge: 0,
+		// Every read goes to the stream's leader: a direct get may be
+		// answered by a replica behind it, and a key erased or rewrapped
+		// must never be read, nor a revision of it missed, from one. The
+		// keyring caches what it reads, so the leader answers few.
+		AllowDirect: false,
+		MaxMsgs:     -1, MaxBytes: -1, MaxAge: 0,
 	}
 	st, err := OpenPatiently(ctx, s.cfg.Logger, "bucket "+DataKeysBucket, func(ctx context.Context) (jetstream.Stream, error) {
 		return s.js.CreateOrUpdateStream(ctx, cfg)
@@ -169,16 +175,17 @@ func (s *NATSStore) ReadDataKeys(ctx context.Context) ([]DataKeyEntry, error) {
 	return out, nil
 }
 
-// Get returns the value stored at name, or ErrKeyNotFound.
-func (d *DataKeys) Get(ctx context.Context, name string) ([]byte, error) {
+// Get returns the value stored at name and its revision, or
+// ErrKeyNotFound.
+func (d *DataKeys) Get(ctx context.Context, name string) ([]byte, uint64, error) {
 	e, err := d.kv.Get(ctx, d.prefix+name)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil, ErrKeyNotFound
+		return nil, 0, ErrKeyNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read data key entry %s: %w", name, err)
+		return nil, 0, fmt.Errorf("read data key entry %s: %w", name, err)
 	}
-	return e.Value(), nil
+	return e.Value(), e.Revision(), nil
 }
 
 // Create stores value at name unless it is there already (ErrKeyExists).
@@ -193,14 +200,20 @@ func (d *DataKeys) Create(ctx context.Context, name string, value []byte) error 
 	return nil
 }
 
-// Put stores value at name, then overwrites the value it replaces on
-// disk: a key wrapped under a retired master key does not linger.
-func (d *DataKeys) Put(ctx context.Context, name string, value []byte) error {
-	rev, err := d.kv.Put(ctx, d.prefix+name, value)
+// Update stores value at name if rev is still its newest revision, or
+// answers ErrKeyChanged when it changed or was erased since: a rewrap
+// never brings back a key erased meanwhile. It then overwrites the value
+// it replaces on disk, so that a key wrapped under a retired master key
+// does not linger.
+func (d *DataKeys) Update(ctx context.Context, name string, value []byte, rev uint64) error {
+	next, err := d.kv.Update(ctx, d.prefix+name, value, rev)
+	if errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		return ErrKeyChanged
+	}
 	if err != nil {
 		return fmt.Errorf("store data key entry %s: %w", name, err)
 	}
-	return d.erase(ctx, name, rev)
+	return d.erase(ctx, name, next)
 }
 
 // Erase overwrites every revision of name on disk (a secure delete), or

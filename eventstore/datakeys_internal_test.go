@@ -45,8 +45,11 @@ func TestARevisionErasedByAnotherNodeIsErased(t *testing.T) {
 		t.Fatalf("revisions of k.a: %v, %v", revs, err)
 	}
 	first := revs[0]
-	if err := keys.Put(t.Context(), "k.a", []byte("wrapped under the next key")); err != nil {
+	if err := keys.Update(t.Context(), "k.a", []byte("wrapped under the next key"), first); err != nil {
 		t.Fatal(err)
+	}
+	if err := keys.Update(t.Context(), "k.a", []byte("from a stale read"), first); !errors.Is(err, ErrKeyChanged) {
+		t.Fatalf("an update from a revision replaced since: %v, want ErrKeyChanged", err)
 	}
 	if _, err := keys.stream.GetMsg(t.Context(), first); !errors.Is(err, jetstream.ErrMsgNotFound) {
 		t.Fatalf("the first wrapping outlived its replacement: %v", err)
@@ -57,7 +60,7 @@ func TestARevisionErasedByAnotherNodeIsErased(t *testing.T) {
 	if err := keys.eraseRevision(t.Context(), first+99); err != nil {
 		t.Fatalf("erasing a revision never written: %v", err)
 	}
-	got, err := keys.Get(t.Context(), "k.a")
+	got, _, err := keys.Get(t.Context(), "k.a")
 	if err != nil || string(got) != "wrapped under the next key" {
 		t.Fatalf("k.a after the erasures: %q, %v", got, err)
 	}
@@ -90,12 +93,52 @@ func TestDataKeysErasedTwiceAtOnce(t *testing.T) {
 				t.Fatalf("%s erased twice at once: %v", name, err)
 			}
 		}
-		if _, err := keys.Get(ctx, name); !errors.Is(err, ErrKeyNotFound) {
+		if _, _, err := keys.Get(ctx, name); !errors.Is(err, ErrKeyNotFound) {
 			t.Fatalf("%s after its erasures: %v", name, err)
 		}
 	}
 	names, err := keys.Names(ctx)
 	if err != nil || len(names) != 0 {
 		t.Fatalf("names left: %v, %v", names, err)
+	}
+	// An update of an entry erased since it was read brings nothing back.
+	if err := keys.Update(ctx, "k.0", []byte("rewrapped"), 1); !errors.Is(err, ErrKeyChanged) {
+		t.Fatalf("an update of an erased entry: %v, want ErrKeyChanged", err)
+	}
+	if _, _, err := keys.Get(ctx, "k.0"); !errors.Is(err, ErrKeyNotFound) {
+		t.Fatalf("k.0 after an update of it erased: %v", err)
+	}
+}
+
+// A bucket made before its reads went to the leader (direct gets allowed)
+// is opened and changed, keeping its entries: a node upgraded onto an
+// existing cluster starts.
+func TestABucketOfDirectGetsIsOpenedLeaderOnly(t *testing.T) {
+	nc := embeddedConn(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: dataKeysStream, Subjects: []string{"$KV." + DataKeysBucket + ".>"},
+		MaxMsgsPerSubject: dataKeysHistory, Discard: jetstream.DiscardNew, AllowRollup: true, AllowDirect: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := js.Publish(t.Context(), "$KV."+DataKeysBucket+".KEYS.k.a", []byte("wrapped")); err != nil {
+		t.Fatal(err)
+	}
+	s := &NATSStore{cfg: Config{Stream: "KEYS", Replicas: 1}, nc: nc, js: js}
+	keys, err := s.OpenDataKeys(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := keys.stream.Info(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.AllowDirect {
+		t.Fatal("the bucket's stream still answers direct gets once opened")
+	}
+	if got, _, err := keys.Get(t.Context(), "k.a"); err != nil || string(got) != "wrapped" {
+		t.Fatalf("k.a after the bucket was opened: %q, %v", got, err)
 	}
 }

@@ -128,7 +128,7 @@ func TestKeeperReadsTheDataKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, err := range []error{keys.Create(ctx, "k.01", []byte("first")), keys.Put(ctx, "k.01", []byte("rewrapped")),
+	for _, err := range []error{keys.Create(ctx, "k.01", []byte("first")), keys.Update(ctx, "k.01", []byte("rewrapped"), 1),
 		keys.Create(ctx, "p.p1", []byte(`{"key_id":"01"}`)), keys.Create(ctx, "k.02", []byte("erased")), keys.Erase(ctx, "k.02")} {
 		if err != nil {
 			t.Fatal(err)

@@ -25,22 +25,27 @@ import (
 	"github.com/fdj/tresor/eventstore"
 )
 
-// ErrNotFound is returned by a Store for a name it does not hold, and
-// ErrExists by Store.Create for a name it holds already: the answers of
-// the JetStream bucket (eventstore.DataKeys), the Store of every process.
+// ErrNotFound is returned by a Store for a name it does not hold,
+// ErrExists by Store.Create for a name it holds already, and ErrChanged
+// by Store.Update for an entry changed or erased since the revision it
+// was given: the answers of the JetStream bucket (eventstore.DataKeys),
+// the Store of every process.
 var (
 	ErrNotFound = eventstore.ErrKeyNotFound
 	ErrExists   = eventstore.ErrKeyExists
+	ErrChanged  = eventstore.ErrKeyChanged
 )
 
 // Store holds the wrapped keys by name. Names are KV keys: "k.<key id>"
 // for a data key, "p.<player>" and "s.<hmac of the subject>" for whose key
 // it is, "index" for the key of those HMACs. Erase removes a name so that
-// its bytes are overwritten, not only hidden.
+// its bytes are overwritten, not only hidden. Get answers an entry's
+// revision, which Update takes: an entry is only ever changed from the
+// revision read, so that no change brings back an entry erased meanwhile.
 type Store interface {
-	Get(ctx context.Context, name string) ([]byte, error)
+	Get(ctx context.Context, name string) (value []byte, rev uint64, err error)
 	Create(ctx context.Context, name string, value []byte) error
-	Put(ctx context.Context, name string, value []byte) error
+	Update(ctx context.Context, name string, value []byte, rev uint64) error
 	Erase(ctx context.Context, name string) error
 	Names(ctx context.Context) ([]string, error)
 }
@@ -214,17 +219,27 @@ func (k *Keyring) Erasable(ctx context.Context, keyID string, o domain.Owner) er
 	if err != nil {
 		return err
 	}
-	e, err := k.readEntry(ctx, "k."+keyID)
-	if errors.Is(err, ErrNotFound) || (err == nil && e.Owner == name) {
-		return nil // destroyed already, or named
+	for range changeTries {
+		e, rev, err := k.readEntry(ctx, "k."+keyID)
+		if errors.Is(err, ErrNotFound) || (err == nil && e.Owner == name) {
+			return nil // destroyed already, or named
+		}
+		if err != nil {
+			return fmt.Errorf("data key %s: %w", keyID, err)
+		}
+		e.Owner = name
+		b, _ := json.Marshal(e)
+		if err := k.store.Update(ctx, "k."+keyID, b, rev); !errors.Is(err, ErrChanged) {
+			return err
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("data key %s: %w", keyID, err)
-	}
-	e.Owner = name
-	b, _ := json.Marshal(e)
-	return k.store.Put(ctx, "k."+keyID, b)
+	return fmt.Errorf("data key %s: changed %d times while it was being named: %w", keyID, changeTries, ErrChanged)
 }
+
+// changeTries bounds how often a change of an entry is made again when
+// another process changed the entry between its reading and its change
+// (a rewrap under a new master key, on another node).
+const changeTries = 5
 
 // Destroy erases a person's data key from the store: the entry naming it
 // as the person's (named in the key's entry, or else o's), then the key.
@@ -234,7 +249,7 @@ func (k *Keyring) Erasable(ctx context.Context, keyID string, o domain.Owner) er
 // that an erasure is retried safely.
 func (k *Keyring) Destroy(ctx context.Context, keyID string, o domain.Owner) error {
 	k.Forget(keyID)
-	e, err := k.readEntry(ctx, "k."+keyID)
+	e, _, err := k.readEntry(ctx, "k."+keyID)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return fmt.Errorf("destroy data key %s: %w", keyID, err)
 	}
@@ -258,7 +273,7 @@ func (k *Keyring) Destroy(ctx context.Context, keyID string, o domain.Owner) err
 // Holds reports whether the store still holds a data key: an erasure whose
 // key it holds is not finished.
 func (k *Keyring) Holds(ctx context.Context, keyID string) (bool, error) {
-	_, err := k.store.Get(ctx, "k."+keyID)
+	_, _, err := k.store.Get(ctx, "k."+keyID)
 	if errors.Is(err, ErrNotFound) {
 		return false, nil
 	}
@@ -344,7 +359,7 @@ func (k *Keyring) keyFor(ctx context.Context, o domain.Owner, create bool) (stri
 
 // readOwner reads the id of the key a person's entry names.
 func (k *Keyring) readOwner(ctx context.Context, name string) (string, error) {
-	b, err := k.store.Get(ctx, name)
+	b, _, err := k.store.Get(ctx, name)
 	if err != nil {
 		return "", err
 	}
@@ -372,7 +387,7 @@ func (k *Keyring) create(ctx context.Context, name string) (string, error) {
 		return "", err
 	}
 	id := hex.EncodeToString(idb[:])
-	if err := k.putWrapped(ctx, "k."+id, raw[:], name, true); err != nil {
+	if err := k.putWrapped(ctx, "k."+id, raw[:], name, 0); err != nil {
 		return "", err
 	}
 	oe, _ := json.Marshal(ownerEntry{KeyID: id})
@@ -390,17 +405,18 @@ func (k *Keyring) create(ctx context.Context, name string) (string, error) {
 }
 
 // putWrapped wraps raw under the master key and stores it at name, with
-// the name of its owner's entry (owner, "" when not known).
-func (k *Keyring) putWrapped(ctx context.Context, name string, raw []byte, owner string, create bool) error {
+// the name of its owner's entry (owner, "" when not known): a new entry
+// (rev 0), or in place of revision rev.
+func (k *Keyring) putWrapped(ctx context.Context, name string, raw []byte, owner string, rev uint64) error {
 	w, mk, err := k.wrap.Wrap(raw, []byte(wrapAAD+name))
 	if err != nil {
 		return fmt.Errorf("wrap %s: %w", name, err)
 	}
 	b, _ := json.Marshal(entry{Wrapped: w, MasterKeyID: mk, Owner: owner})
-	if create {
+	if rev == 0 {
 		err = k.store.Create(ctx, name, b)
 	} else {
-		err = k.store.Put(ctx, name, b)
+		err = k.store.Update(ctx, name, b, rev)
 	}
 	if err != nil {
 		return fmt.Errorf("store %s: %w", name, err)
@@ -410,7 +426,7 @@ func (k *Keyring) putWrapped(ctx context.Context, name string, raw []byte, owner
 
 // unwrapEntry reads and unwraps the key stored at name.
 func (k *Keyring) unwrapEntry(ctx context.Context, name string) ([]byte, error) {
-	e, err := k.readEntry(ctx, name)
+	e, _, err := k.readEntry(ctx, name)
 	if err != nil {
 		return nil, err
 	}
@@ -418,17 +434,17 @@ func (k *Keyring) unwrapEntry(ctx context.Context, name string) ([]byte, error) 
 	return raw, err
 }
 
-// readEntry reads the wrapped key stored at name.
-func (k *Keyring) readEntry(ctx context.Context, name string) (entry, error) {
+// readEntry reads the wrapped key stored at name, and its revision.
+func (k *Keyring) readEntry(ctx context.Context, name string) (entry, uint64, error) {
 	var e entry
-	b, err := k.store.Get(ctx, name)
+	b, rev, err := k.store.Get(ctx, name)
 	if err != nil {
-		return e, err
+		return e, 0, err
 	}
 	if err := json.Unmarshal(b, &e); err != nil {
-		return e, fmt.Errorf("key entry %s: %w", name, err)
+		return e, 0, fmt.Errorf("key entry %s: %w", name, err)
 	}
-	return e, nil
+	return e, rev, nil
 }
 
 // unwrapped unwraps an entry read at name, and names the master key that
@@ -486,7 +502,7 @@ func (k *Keyring) indexKey(ctx context.Context) ([]byte, error) {
 		if _, err := rand.Read(fresh[:]); err != nil {
 			return nil, err
 		}
-		err = k.putWrapped(ctx, indexName, fresh[:], "", true)
+		err = k.putWrapped(ctx, indexName, fresh[:], "", 0)
 		if errors.Is(err, ErrExists) {
 			return k.indexKey(ctx)
 		}
@@ -515,26 +531,39 @@ func (k *Keyring) Rewrap(ctx context.Context) (int, error) {
 		if name != indexName && !strings.HasPrefix(name, "k.") {
 			continue
 		}
-		e, err := k.readEntry(ctx, name)
-		if errors.Is(err, ErrNotFound) {
-			continue // erased meanwhile
-		}
+		ok, err := k.rewrap(ctx, name)
 		if err != nil {
 			return moved, err
 		}
-		raw, mk, err := k.unwrapped(name, e)
-		if err != nil {
-			return moved, err
+		if ok {
+			moved++
 		}
-		if mk == k.wrap.KeyID() {
-			continue
-		}
-		if err := k.putWrapped(ctx, name, raw, e.Owner, false); err != nil {
-			return moved, err
-		}
-		moved++
 	}
 	return moved, nil
+}
+
+// rewrap wraps the key at name under the current master key, unless it
+// is under it already or gone, and reports whether it did. A key changed
+// meanwhile (rewrapped by another node, named by an erasure's proposal) is
+// read again; one erased meanwhile stays erased.
+func (k *Keyring) rewrap(ctx context.Context, name string) (bool, error) {
+	for range changeTries {
+		e, rev, err := k.readEntry(ctx, name)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		raw, mk, err := k.unwrapped(name, e)
+		if err != nil || mk == k.wrap.KeyID() {
+			return false, err
+		}
+		if err := k.putWrapped(ctx, name, raw, e.Owner, rev); !errors.Is(err, ErrChanged) {
+			return err == nil, err
+		}
+	}
+	return false, fmt.Errorf("rewrap %s: changed %d times while it was being rewrapped: %w", name, changeTries, ErrChanged)
 }
 
 func newDataKey(raw []byte) (*dataKey, error) {
@@ -587,7 +616,7 @@ func DestroyErased(ctx context.Context, store Store, erased map[string]bool) (in
 	for _, name := range names {
 		var value []byte
 		if !strings.HasPrefix(name, "k.") {
-			value, err = store.Get(ctx, name)
+			value, _, err = store.Get(ctx, name)
 		}
 		switch {
 		case errors.Is(err, ErrNotFound):

@@ -70,7 +70,7 @@ func TestDestroyedKeysLeaveNoByteOnDisk(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, _, _ := w.Ring.KeyOf(p)
-	stored, err := w.Keys.Get(ctx, "k."+id)
+	stored, _, err := w.Keys.Get(ctx, "k."+id)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -83,7 +83,7 @@ func TestDestroyedKeysLeaveNoByteOnDisk(t *testing.T) {
 	if f := eventstoretest.FileHolding(t, w.Dir, stored); f != "" {
 		t.Fatalf("the destroyed key's bytes remain in %s", f)
 	}
-	if _, err := w.Keys.Get(ctx, "k."+id); !errors.Is(err, personal.ErrNotFound) {
+	if _, _, err := w.Keys.Get(ctx, "k."+id); !errors.Is(err, personal.ErrNotFound) {
 		t.Fatalf("read of a destroyed key: %v, want not found", err)
 	}
 }
@@ -164,6 +164,61 @@ func TestAMasterKeyRotationRewrapsDataKeysOnly(t *testing.T) {
 	// The old master key alone opens nothing any more.
 	if got := personal.New(w.Keys, w.Sealer).Reveal(ctx, sealed); got != personal.UnavailableText {
 		t.Fatalf("the retired master key reads %q, want %q", got, personal.UnavailableText)
+	}
+}
+
+// destroyedBeforeUpdate is a store on which every data key is destroyed
+// by another process just before a rewrap's update of it: the moment
+// between a rewrap's reading of a key and its writing it back.
+type destroyedBeforeUpdate struct {
+	personal.Store
+	ring *personal.Keyring
+	id   string
+}
+
+func (d destroyedBeforeUpdate) Update(ctx context.Context, name string, value []byte, rev uint64) error {
+	if name == "k."+d.id {
+		if err := d.ring.Destroy(ctx, d.id, domain.Owner{}); err != nil {
+			return err
+		}
+	}
+	return d.Store.Update(ctx, name, value, rev)
+}
+
+// TestARewrapBringsBackNoKeyErasedMeanwhile destroys a person's key while
+// a master key rotation rewraps it (two nodes: one approving an erasure,
+// one starting on the next master key): the key stays destroyed, and the
+// rewrap moves the others.
+func TestARewrapBringsBackNoKeyErasedMeanwhile(t *testing.T) {
+	w := personaltest.New(t)
+	ctx := context.Background()
+	sealed, err := w.Ring.Seal(domain.Owner{Player: "p-1"}, "moving abroad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := w.Ring.Seal(domain.Owner{Player: "p-2"}, "asked by phone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := domain.SealedKeyID(sealed)
+	rotating, err := w.Sealer.Rotating(personaltest.RandomKey(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	store := destroyedBeforeUpdate{Store: w.Keys, ring: personal.New(w.Keys, w.Sealer), id: id}
+	moved, err := personal.New(store, rotating).Rewrap(ctx)
+	if err != nil || moved != 1 { // p-2's key
+		t.Fatalf("rewrap while p-1's key was destroyed: moved %d, %v; want 1, nil", moved, err)
+	}
+	if held, err := w.Ring.Holds(ctx, id); err != nil || held {
+		t.Fatalf("p-1's key after its destruction during the rewrap: held %v, %v", held, err)
+	}
+	after := personal.New(w.Keys, rotating)
+	if got := after.Reveal(ctx, sealed); got != domain.ErasedText {
+		t.Fatalf("p-1's field after the rewrap reads %q, want %q", got, domain.ErasedText)
+	}
+	if got := after.Reveal(ctx, other); got != "asked by phone" {
+		t.Fatalf("p-2's field after the rewrap reads %q", got)
 	}
 }
 
@@ -251,7 +306,7 @@ func TestAKeyIsDestroyedByItsIDAlone(t *testing.T) {
 func forgetOwner(tb testing.TB, w *personaltest.World, keyID string) {
 	tb.Helper()
 	ctx := context.Background()
-	b, err := w.Keys.Get(ctx, "k."+keyID)
+	b, rev, err := w.Keys.Get(ctx, "k."+keyID)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -261,7 +316,7 @@ func forgetOwner(tb testing.TB, w *personaltest.World, keyID string) {
 	}
 	delete(e, "owner")
 	b, _ = json.Marshal(e)
-	if err := w.Keys.Put(ctx, "k."+keyID, b); err != nil {
+	if err := w.Keys.Update(ctx, "k."+keyID, b, rev); err != nil {
 		tb.Fatal(err)
 	}
 }

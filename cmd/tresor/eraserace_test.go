@@ -125,7 +125,7 @@ func dataKeysHeld(tb testing.TB, data string, keys map[string]string) map[string
 	}
 	held := map[string]bool{}
 	for id, key := range keys {
-		_, err := dk.Get(ctx, "k."+key)
+		_, _, err := dk.Get(ctx, "k."+key)
 		switch {
 		case err == nil:
 			held[id] = true
