@@ -36,8 +36,11 @@ export TRESOR_TEST_AMQP_URL ?= amqp://guest:guest@127.0.0.1:5672/
 # them all at length (crash, crash-storage, crash-takeover, sellout).
 # cmd/tresor's tests run in parallel, except those that stop, freeze or
 # time a cluster, bound a deadline or set the environment: they run alone.
+# Three packages run at once (-p 3, where Go's default is one per core):
+# cmd/tresor's tests that run alone mostly wait on clusters, and the other
+# packages use the cores meanwhile.
 test: test-services
-	$(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -count=1 -p 3 -timeout $(TEST_TIMEOUT) ./...
 
 soak: crash sellout
 
