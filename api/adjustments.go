@@ -119,38 +119,54 @@ func (s *Server) adjustmentCommand(r *http.Request, cmd domain.Command, id strin
 // findAdjustment reads one adjustment.
 func (s *Server) findAdjustment(r *http.Request, id string) (adjustmentJSON, error) {
 	xs, err := s.cfg.Store.Adjustments(r.Context(), projections.AdjustmentQuery{ID: id})
-	if err != nil {
-		return adjustmentJSON{}, fmt.Errorf("adjustment %s: %w", id, err)
-	}
-	if len(xs) == 0 {
-		return adjustmentJSON{}, &domain.Error{Code: domain.CodeNotFound, Message: fmt.Sprintf("no adjustment %s", id)}
-	}
-	return answerAdjustment(xs[0], time.Now()), nil
+	return oneProposal(xs, err, "adjustment", id, answerAdjustment)
 }
-
-// adjustmentIDMax bounds an adjustment id: A and at most 18 digits, which
-// any int64 holds.
-const adjustmentIDMax = 19
 
 // adjustmentID returns the path's adjustment id, checked.
 func adjustmentID(r *http.Request) (string, error) {
-	id := r.PathValue("adjustment")
-	if domain.AdjustmentNumber(id) == 0 || len(id) > adjustmentIDMax {
-		return "", invalidf("adjustment id %.80q is not valid: want A and a number", id)
-	}
-	return id, nil
+	return proposalID(r, "adjustment", "A", domain.AdjustmentNumber)
 }
 
 // getAdjustment answers one adjustment.
 func (s *Server) getAdjustment(r *http.Request, _ *Claims) (int, any, error) {
-	id, err := adjustmentID(r)
+	return getProposal(s, r, adjustmentID, s.findAdjustment)
+}
+
+// proposalID returns the path's id of a proposal (an adjustment, an
+// erasure), checked: its prefix and a number (number reads it) that an
+// int64 holds, at most 18 digits.
+func proposalID(r *http.Request, what, prefix string, number func(string) int) (string, error) {
+	id := r.PathValue(what)
+	if number(id) == 0 || len(id) > len(prefix)+18 {
+		return "", invalidf("%s id %.80q is not valid: want %s and a number", what, id, prefix)
+	}
+	return id, nil
+}
+
+// oneProposal answers the proposal a query by its id read (rows, err), as
+// answer makes it, or not_found.
+func oneProposal[R, J any](rows []R, err error, what, id string, answer func(R, time.Time) J) (J, error) {
+	var none J
+	if err != nil {
+		return none, fmt.Errorf("%s %s: %w", what, id, err)
+	}
+	if len(rows) == 0 {
+		return none, &domain.Error{Code: domain.CodeNotFound, Message: fmt.Sprintf("no %s %s", what, id)}
+	}
+	return answer(rows[0], time.Now()), nil
+}
+
+// getProposal answers the proposal the path names (id reads it), read by
+// find once the read models reach the request's min_seq.
+func getProposal[J any](s *Server, r *http.Request, id func(*http.Request) (string, error), find func(*http.Request, string) (J, error)) (int, any, error) {
+	pid, err := id(r)
 	if err != nil {
 		return 0, nil, err
 	}
 	if err := s.waitMin(r); err != nil {
 		return 0, nil, err
 	}
-	x, err := s.findAdjustment(r, id)
+	x, err := find(r, pid)
 	if err != nil {
 		return 0, nil, err
 	}

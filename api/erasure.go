@@ -144,42 +144,17 @@ func (s *Server) erasureAnswer(r *http.Request, res settlement.Result, id string
 // findErasure reads one erasure.
 func (s *Server) findErasure(r *http.Request, id string) (erasureJSON, error) {
 	xs, err := s.cfg.Store.Erasures(r.Context(), projections.ErasureQuery{ID: id})
-	if err != nil {
-		return erasureJSON{}, fmt.Errorf("erasure %s: %w", id, err)
-	}
-	if len(xs) == 0 {
-		return erasureJSON{}, &domain.Error{Code: domain.CodeNotFound, Message: fmt.Sprintf("no erasure %s", id)}
-	}
-	return answerErasure(xs[0], time.Now()), nil
+	return oneProposal(xs, err, "erasure", id, answerErasure)
 }
-
-// erasureIDMax bounds an erasure id: ER and at most 18 digits, which any
-// int64 holds.
-const erasureIDMax = 20
 
 // erasureID returns the path's erasure id, checked.
 func erasureID(r *http.Request) (string, error) {
-	id := r.PathValue("erasure")
-	if domain.ErasureNumber(id) == 0 || len(id) > erasureIDMax {
-		return "", invalidf("erasure id %.80q is not valid: want ER and a number", id)
-	}
-	return id, nil
+	return proposalID(r, "erasure", "ER", domain.ErasureNumber)
 }
 
 // getErasure answers one erasure.
 func (s *Server) getErasure(r *http.Request, _ *Claims) (int, any, error) {
-	id, err := erasureID(r)
-	if err != nil {
-		return 0, nil, err
-	}
-	if err := s.waitMin(r); err != nil {
-		return 0, nil, err
-	}
-	x, err := s.findErasure(r, id)
-	if err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, x, nil
+	return getProposal(s, r, erasureID, s.findErasure)
 }
 
 // erasures lists the newest erasures, oldest first: every one, those

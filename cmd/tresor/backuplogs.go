@@ -24,11 +24,11 @@ import (
 // ledger restored after the loss of its cluster must bring back who was
 // refused and which staff read whose data. Each run copies the entries
 // after the last one it holds, as stored (subject, headers, bytes: sealed
-// fields stay sealed), into a file of its own: a log is bounded (1 GiB by
-// default), too much to copy whole every run, and its entries are never
-// changed once stored. A log deleted and created again (its stream's
-// creation time changed) numbers its entries anew: it is copied whole and
-// replaces the earlier files.
+// fields stay sealed), into a file of its own: a log is bounded (by
+// --significant-max-bytes), too much to copy whole every run, and its
+// entries are never changed once stored. A log deleted and created again
+// (its stream's creation time changed) numbers its entries anew: it is
+// copied whole and replaces the earlier files.
 
 // backupLogPattern matches the backup's log files, each named by its
 // log and its content's SHA-256, so that no run overwrites a file the
