@@ -4,10 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
@@ -134,4 +140,67 @@ func dataKeysHeld(tb testing.TB, data string, keys map[string]string) map[string
 		}
 	}
 	return held
+}
+
+// TestCommandsWaitForADataKeysBucketOutOfReach gives serve, on a NATS
+// server of its own, staff commands while the data keys' bucket does not
+// answer (its stream deleted under it): a command that needs a key the
+// process does not hold is answered 503 with Retry-After and records
+// nothing; once serve is back with its bucket, the same command with the
+// same key is recorded once.
+func TestCommandsWaitForADataKeysBucketOutOfReach(t *testing.T) {
+	t.Parallel()
+	url := "nats://" + runAuthServer(t, "")
+	data := t.TempDir()
+	writeClusterKeys(t, data)
+	s := startServe(t, data, "--nats", url)
+	s.retryUnavailable = false // the 503 is what this test looks at
+	alice, bob := s.staffToken("operator", "alice@fdj.fr"), s.staffToken("operator", "bob@fdj.fr")
+	s.must(200, call{"PUT", "/v1/players/p-1", alice, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"100.00"}`})
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := js.DeleteStream(t.Context(), "KV_"+eventstore.DataKeysBucket); err != nil {
+		t.Fatal(err)
+	}
+	deposit := call{"POST", "/v1/players/p-1/deposits", bob, "d1", `{"amount":"10.00"}`}
+	for range 2 {
+		req, err := http.NewRequest(deposit.method, s.url+deposit.path, strings.NewReader(deposit.body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+bob)
+		req.Header.Set("Idempotency-Key", deposit.key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" || !strings.Contains(string(b), `"unavailable"`) {
+			t.Fatalf("a deposit by a subject whose key is out of reach: %d, Retry-After %q, %s; want 503 unavailable with Retry-After",
+				resp.StatusCode, resp.Header.Get("Retry-After"), b)
+		}
+	}
+	if b := s.must(200, call{"GET", "/v1/players/p-1/account", alice, "", ""})["balance"]; b != "0.00" {
+		t.Fatalf("balance %v after deposits answered 503, want 0.00", b)
+	}
+	s.stop()
+	s = startServe(t, data, "--nats", url)
+	if got := s.must(200, deposit)["balance_after"]; got != "10.00" {
+		t.Fatalf("the deposit sent again once the bucket is back: balance %v, want 10.00", got)
+	}
+	if got := s.must(200, deposit)["balance_after"]; got != "10.00" {
+		t.Fatalf("the deposit sent a third time: balance %v, want 10.00 (answered, not recorded again)", got)
+	}
+	s.stop()
+	if types, _ := exportTypes(t, "--nats", url); types["FundsDeposited"] != 1 {
+		t.Fatalf("deposits in the stream: %v, want one", types)
+	}
 }
