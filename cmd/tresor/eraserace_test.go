@@ -12,9 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
 )
@@ -157,16 +154,7 @@ func TestCommandsWaitForADataKeysBucketOutOfReach(t *testing.T) {
 	s.retryUnavailable = false // the 503 is what this test looks at
 	alice, bob := s.staffToken("operator", "alice@fdj.fr"), s.staffToken("operator", "bob@fdj.fr")
 	s.must(200, call{"PUT", "/v1/players/p-1", alice, "", `{"weekly_deposit_limit":"100.00","weekly_stake_limit":"100.00"}`})
-	nc, err := nats.Connect(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := js.DeleteStream(t.Context(), "KV_"+eventstore.DataKeysBucket); err != nil {
+	if err := jetStreamAt(t, url).DeleteStream(t.Context(), "KV_"+eventstore.DataKeysBucket); err != nil {
 		t.Fatal(err)
 	}
 	deposit := call{"POST", "/v1/players/p-1/deposits", bob, "d1", `{"amount":"10.00"}`}
