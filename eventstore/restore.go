@@ -130,21 +130,29 @@ func (s *NATSStore) ReappendAsync(events []RecordedEvent) (wait func(context.Con
 	return s.reappendAsync(events, true)
 }
 
-// ReappendRestoringAsync is ReappendAsync for a stream that BeginRestore
-// marked, which no reader takes for the ledger until FinishRestore: the
-// events go as plain messages rather than one atomic batch, which the
-// server would stage and then store again, so that it stores each once.
-// The batch's last message alone carries a fence (the stream must hold
-// exactly the sequences before it) and asks for an answer: an event
-// refused or lost on the way makes that fence fail, and every later one,
-// so that none lands out of order, but the events before it in the batch
-// may have landed. A failed restore abandons the stream (AbandonRestore),
-// so that only a whole restore is ever read. It returns ErrInvalid on a
-// store not opened with Config.Restore, and ReappendAsync's errors.
+// ReappendRestoringAsync is ReappendPlainAsync for a stream that
+// BeginRestore marked, which no reader takes for the ledger until
+// FinishRestore. A failed restore abandons the stream (AbandonRestore), so
+// that only a whole restore is ever read. It returns ErrInvalid on a store
+// not opened with Config.Restore, and ReappendPlainAsync's errors.
 func (s *NATSStore) ReappendRestoringAsync(events []RecordedEvent) (wait func(context.Context) error, err error) {
 	if !s.cfg.Restore {
 		return nil, fmt.Errorf("reappend to stream %s without a batch: not opened to restore: %w", s.cfg.Stream, ErrInvalid)
 	}
+	return s.ReappendPlainAsync(events)
+}
+
+// ReappendPlainAsync is ReappendAsync with the events sent as plain
+// messages rather than one atomic batch, which the server would stage and
+// then store again: it stores each once. Each message is fenced on the
+// one before it (the stream must end at the sequence before its own), and
+// the last asks for an answer: an event refused or lost on the way makes
+// its fence fail, and every later one's, so that none lands at another
+// sequence than its own, but the events before it in the batch may have
+// landed. A reader may therefore find an append cut short at the stream's
+// end: it is for a stream whose writer mends that itself before anything
+// reads it as the ledger (a restore, the regulator's copy).
+func (s *NATSStore) ReappendPlainAsync(events []RecordedEvent) (wait func(context.Context) error, err error) {
 	return s.reappendAsync(events, false)
 }
 
@@ -178,7 +186,9 @@ func (s *NATSStore) reappendAsync(events []RecordedEvent, atomic bool) (wait fun
 		msgs[0].Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(first-1, 10))
 		batchID, err = s.sendBatch(msgs, sub.Subject)
 	} else {
-		msgs[n-1].Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(last-1, 10))
+		for i, m := range msgs {
+			m.Header.Set(jetstream.ExpectedLastSeqHeader, strconv.FormatUint(first+uint64(i)-1, 10))
+		}
 		msgs[n-1].Reply = sub.Subject
 		err = s.sendPlain(msgs)
 	}

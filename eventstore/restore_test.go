@@ -116,7 +116,8 @@ func TestReappendRestoresAStreamAsRecorded(t *testing.T) {
 // On a stream being restored, ReappendRestoringAsync sends plain
 // messages, several batches in flight, and the stream reads as recorded;
 // a store not opened to restore refuses it, and a batch that does not
-// follow the stream fails its fence, after which the stream is abandoned.
+// follow the stream fails its fences, landing nothing, after which the
+// stream is abandoned.
 func TestReappendRestoringSendsPlainMessages(t *testing.T) {
 	src := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
@@ -167,6 +168,11 @@ func TestReappendRestoringSendsPlainMessages(t *testing.T) {
 	}
 	if err := wait(ctx); !errors.Is(err, eventstore.ErrConflict) {
 		t.Fatalf("reappend after a gap: %v, want a conflict", err)
+	}
+	// Each message is fenced: none of the batch lands at a sequence that
+	// is not its own.
+	if last, err := gap.LastSequence(ctx); err != nil || last != 0 {
+		t.Fatalf("after a batch refused for a gap the stream ends at %d (%v), want 0: an event landed at another's sequence", last, err)
 	}
 	if err := gap.AbandonRestore(ctx); err != nil {
 		t.Fatal(err)

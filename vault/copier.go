@@ -2,6 +2,7 @@ package vault
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/fdj/tresor/eventstore"
 )
@@ -12,7 +13,11 @@ import (
 // the embedded server's in-process connection) then overlaps the vault's
 // checks of the batch before it, instead of coming between them.
 type copier struct {
-	store *eventstore.NATSStore
+	// reappend sends a batch to the copy: an atomic batch, or plain
+	// messages when the vault syncs the copy itself (Config.SyncCopy).
+	reappend func([]eventstore.RecordedEvent) (func(context.Context) error, error)
+	// sync, when set, puts what the copy's server stored on disk.
+	sync func() error
 	// in holds the batches not sent yet, sent those sent and not yet
 	// known committed; the vault hands on no more than the copy's depth,
 	// so that neither ever fills.
@@ -34,9 +39,14 @@ type sentBatch struct {
 }
 
 // startCopier starts the copier's goroutines for a copy taking depth
-// batches at once; close stops them.
-func startCopier(store *eventstore.NATSStore, depth int) *copier {
-	c := &copier{store: store, in: make(chan *copyBatch, depth), sent: make(chan sentBatch, depth)}
+// batches at once; with sync (Config.SyncCopy) they go as plain messages,
+// each batch synced once stored. close stops them.
+func startCopier(store *eventstore.NATSStore, depth int, sync func() error) *copier {
+	reappend := store.ReappendAsync
+	if sync != nil {
+		reappend = store.ReappendPlainAsync
+	}
+	c := &copier{reappend: reappend, sync: sync, in: make(chan *copyBatch, depth), sent: make(chan sentBatch, depth)}
 	go c.send()
 	go c.await()
 	return c
@@ -60,7 +70,7 @@ func (c *copier) send() {
 			b.done <- failed
 			continue
 		}
-		wait, err := c.store.ReappendAsync(b.events)
+		wait, err := c.reappend(b.events)
 		if err != nil {
 			failed = err
 			b.done <- err
@@ -71,10 +81,16 @@ func (c *copier) send() {
 }
 
 // await waits for each batch's commit, in order, within the copy's own
-// request timeout.
+// request timeout, and syncs it when the copy's server does not.
 func (c *copier) await() {
 	for s := range c.sent {
-		s.b.done <- s.wait(context.Background())
+		err := s.wait(context.Background())
+		if err == nil && c.sync != nil {
+			if err = c.sync(); err != nil {
+				err = fmt.Errorf("sync the copy: %w", err)
+			}
+		}
+		s.b.done <- err
 	}
 }
 

@@ -1,6 +1,7 @@
 package vault
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -15,16 +16,21 @@ import (
 // does not link to its chain's head in the copy is either the source's own
 // broken chain (the auditor reports it) or the sign of a rewrite before
 // it: the source is compared with the copy at the copy's end first, and a
-// fork halts the copy before anything of the other history is written.
+// fork halts the copy before anything of the other history is written. So
+// is an append cut short at the copy's end, before the source completes
+// it.
 func (v *Vault) flush(ctx context.Context) error {
 	if len(v.pending) == 0 || v.halted != "" {
 		v.pending = v.pending[:0]
 		return nil
 	}
-	if v.pending[0].Sequence != v.copyLast+1 {
-		return fmt.Errorf("vault: the source handed sequence %d after the copy's %d", v.pending[0].Sequence, v.copyLast)
+	// The events of an append cut short at the copy's end come first:
+	// the copy holds them already.
+	held := len(v.torn)
+	if v.pending[0].Sequence != v.copyLast+1-uint64(held) {
+		return fmt.Errorf("vault: the source handed sequence %d after the copy's %d", v.pending[0].Sequence, v.copyLast-uint64(held))
 	}
-	if !v.linked() {
+	if held > 0 || !v.linked() {
 		if err := v.drain(ctx); err != nil {
 			return err
 		}
@@ -44,6 +50,12 @@ func (v *Vault) flush(ctx context.Context) error {
 	// ones gather in a new slice.
 	events := v.pending
 	v.pending = make([]eventstore.RecordedEvent, 0, v.cfg.BatchEventsMax)
+	if held > 0 {
+		if err := v.mend(ctx, events); err != nil {
+			return err
+		}
+		events = events[held:]
+	}
 	for len(events) > 0 {
 		n := batchEnd(events, v.cfg.BatchEventsMax)
 		if n == 0 {
@@ -65,6 +77,25 @@ func (v *Vault) flush(ctx context.Context) error {
 	if v.round >= roundEventsMax {
 		return v.finishRound(ctx)
 	}
+	return nil
+}
+
+// mend checks the source's events that begin with the append cut short at
+// the copy's end against the copy's (the same bytes and hashes at the same
+// sequences), and feeds them to the auditor: the copy holds them, and the
+// events after them go to the copy as any others.
+func (v *Vault) mend(ctx context.Context, events []eventstore.RecordedEvent) error {
+	now := time.Now()
+	for i, mine := range v.torn {
+		if i == len(events) || events[i].Sequence != mine.Sequence || events[i].Hash != mine.Hash || !bytes.Equal(events[i].Payload, mine.Payload) {
+			return fmt.Errorf("vault: the copy's append cut short at sequence %d holds otherwise than the source at %d", v.torn[0].Sequence, mine.Sequence)
+		}
+		if err := v.check(ctx, events[i], now, true); err != nil {
+			return err
+		}
+	}
+	v.log.Info("vault: the append cut short at the copy's end is completed from the source", "first_seq", v.torn[0].Sequence, "copy_held", len(v.torn))
+	v.torn = nil
 	return nil
 }
 

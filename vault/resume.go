@@ -23,6 +23,13 @@ func (v *Vault) resume(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("vault: the copy: %w", err)
 	}
+	if v.cfg.SyncCopy != nil {
+		// A crash may have left events stored and not yet synced: they
+		// are verified and cosigned once on disk.
+		if err := v.cfg.SyncCopy(); err != nil {
+			return fmt.Errorf("vault: sync the copy: %w", err)
+		}
+	}
 	st, err := audit.ReadStateFile(v.cfg.StateFile)
 	switch {
 	case isNotExist(err):
@@ -57,7 +64,7 @@ func (v *Vault) resume(ctx context.Context) error {
 		// start: its wait for a seal counts from now.
 		v.unsealedSince, v.unsealedSeq = time.Now(), v.lastSeal+1
 	}
-	v.log.Info("vault: resumed", "verified_seq", v.verified, "replayed_from_copy", replayed, "following_from", last+1)
+	v.log.Info("vault: resumed", "verified_seq", v.verified, "replayed_from_copy", replayed, "following_from", last+1-len64(v.torn))
 	return nil
 }
 
@@ -130,7 +137,8 @@ func (v *Vault) resumeState(ctx context.Context, st *audit.State) error {
 }
 
 // replayCopy feeds the auditor the copy's events from sequence from to
-// to, whole appends as the source gave them.
+// to, whole appends as the source gave them; an append cut short at the
+// end is kept in v.torn.
 func (v *Vault) replayCopy(ctx context.Context, from, to uint64) (uint64, error) {
 	if from > to {
 		return 0, nil
@@ -145,7 +153,13 @@ func (v *Vault) replayCopy(ctx context.Context, from, to uint64) (uint64, error)
 		return n, fmt.Errorf("vault: read the copy from %d to %d: %w", from, to, err)
 	}
 	if t := torn(); len(t) > 0 {
-		return n, fmt.Errorf("vault: the copy ends inside an append at sequence %d", t[0].Sequence)
+		if v.cfg.SyncCopy == nil {
+			return n, fmt.Errorf("vault: the copy ends inside an append at sequence %d", t[0].Sequence)
+		}
+		// Its plain messages were cut short by a crash: the source
+		// completes the append.
+		v.torn = t
+		v.log.Warn("vault: the copy ends inside an append, to complete from the source", "first_seq", t[0].Sequence, "copy_last", to)
 	}
 	if v.cfg.Metrics != nil {
 		v.cfg.Metrics.replayed.Add(float64(n))

@@ -53,6 +53,16 @@ type Config struct {
 	// Copy is the vault's own stream, opened to write (Tresor's stream
 	// configuration: no delete, no purge).
 	Copy *eventstore.NATSStore
+	// SyncCopy, when set, puts on disk every event the copy's server has
+	// stored: that server then need not sync each write, and the copy is
+	// written as plain messages (eventstore.NATSStore.ReappendPlainAsync),
+	// which it stores once where it stages an atomic batch and stores it
+	// again. A batch counts as in the copy once SyncCopy returned after
+	// its server stored it (on the copier's goroutine, beside the checks),
+	// and an append a crash cut short at the copy's end is completed from
+	// the source at the next start. When nil, the copy is written in
+	// atomic batches, which its server syncs.
+	SyncCopy func() error
 	// StateFile is where the auditor's state is saved after each round of
 	// checks; PositionFile where the vault's own position (its last
 	// verified seal) is. Both are the regulator's, in the vault's data
@@ -100,6 +110,10 @@ type Vault struct {
 	// verified never does.
 	copier   *copier
 	inFlight []*copyBatch
+	// torn are the events of an append cut short at the copy's end (a
+	// crash between its plain messages), not verified: the source is
+	// followed from the first of them, and the append completed.
+	torn []eventstore.RecordedEvent
 	// seals are the seals checked in this round; lastSeal the last one
 	// verified.
 	seals    []sealSeen
@@ -190,7 +204,7 @@ func New(cfg Config) (*Vault, error) {
 func (v *Vault) Run(ctx context.Context) (err error) {
 	v.saver = startSaver(v.cfg.StateFile, v.cfg.PositionFile)
 	defer func() { err = errors.Join(err, v.saver.close()) }()
-	v.copier = startCopier(v.cfg.Copy, v.cfg.CopyDepth)
+	v.copier = startCopier(v.cfg.Copy, v.cfg.CopyDepth, v.cfg.SyncCopy)
 	defer v.copier.close()
 	if err := v.resume(ctx); err != nil {
 		return err
@@ -207,7 +221,8 @@ func (v *Vault) Run(ctx context.Context) (err error) {
 	fctx, stopFollowing := context.WithCancel(ctx)
 	defer stopFollowing()
 	if v.halted == "" {
-		go func() { followed <- v.follow(fctx, events) }()
+		from := v.copyLast + 1 - len64(v.torn)
+		go func() { followed <- v.follow(fctx, from, events) }()
 	}
 	tick := time.NewTicker(v.cfg.Tick)
 	defer tick.Stop()
@@ -238,10 +253,11 @@ func (v *Vault) Run(ctx context.Context) (err error) {
 	}
 }
 
-// follow reads the source from the copy's end on, riding through lost
+// follow reads the source from sequence from on (the copy's end, or the
+// first event of an append cut short there), riding through lost
 // connections, and hands each event on.
-func (v *Vault) follow(ctx context.Context, out chan<- eventstore.RecordedEvent) error {
-	return eventstore.FollowResuming(ctx, v.cfg.Source, v.copyLast+1, func(ev eventstore.RecordedEvent) error {
+func (v *Vault) follow(ctx context.Context, from uint64, out chan<- eventstore.RecordedEvent) error {
+	return eventstore.FollowResuming(ctx, v.cfg.Source, from, func(ev eventstore.RecordedEvent) error {
 		select {
 		case out <- ev:
 			return nil
@@ -257,7 +273,7 @@ func (v *Vault) followStopped(err error) {
 	if err == nil || errors.Is(err, context.Canceled) || v.halted != "" {
 		return
 	}
-	seq := v.copyLast + len64(v.pending) + 1
+	seq := v.copyLast - len64(v.torn) + len64(v.pending) + 1
 	code := audit.CodeMalformedEvent
 	if errors.Is(err, eventstore.ErrGap) {
 		code = audit.CodeSequenceGap

@@ -123,7 +123,11 @@ func (p *vaultProgram) open(ctx context.Context, pub []byte) error {
 		return fmt.Errorf("vault data directory: %w", err)
 	}
 	var err error
-	if p.cp, err = connectStream(ctx, &Config{Data: p.o.data, NATSURL: p.o.vaultNATS, Replicas: 1}, eventstore.Config{}); err != nil {
+	copyCfg := &Config{Data: p.o.data, NATSURL: p.o.vaultNATS, Replicas: 1}
+	if p.o.vaultNATS == "" {
+		copyCfg.SyncInterval = copySyncInterval
+	}
+	if p.cp, err = connectStream(ctx, copyCfg, eventstore.Config{}); err != nil {
 		return fmt.Errorf("the vault's copy: %w", err)
 	}
 	// The regulator's user may not delete the consumers it reads with
@@ -169,12 +173,21 @@ func (p *vaultProgram) open(ctx context.Context, pub []byte) error {
 		// the next is sent, as for a restore; the regulator's own NATS
 		// takes what a stock nats-server does.
 		cfg.BatchEventsMax, cfg.CopyDepth = eventstore.CommitBatchEventsMax, restoreDepthEmbedded
+		jetstreamDir := filepath.Join(p.o.data, "jetstream")
+		cfg.SyncCopy = func() error { return syncTree(jetstreamDir) }
 	}
 	if p.v, err = vault.New(cfg); err != nil {
 		return err
 	}
 	return p.serveHTTP(reg)
 }
+
+// copySyncInterval is the embedded copy's fsync interval: the vault syncs
+// the copy's files itself before it says anything of the events
+// (vault.Config.SyncCopy), so that its server need not sync each of them;
+// short, so that the disk takes the stream as it comes and those syncs
+// find little left to do.
+const copySyncInterval = time.Second
 
 // serveHTTP serves the status and the metrics.
 func (p *vaultProgram) serveHTTP(reg *prometheus.Registry) error {

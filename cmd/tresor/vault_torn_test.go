@@ -1,0 +1,174 @@
+package main
+
+import (
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fdj/tresor/eventstore"
+	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A vault whose copy ends inside an append (its embedded server stores
+// the copy's events as plain messages, and a crash can fall between two
+// of them) verifies what the copy holds before it, follows the source
+// from the append's first event, checks the events it holds against the
+// source's and completes the append: the copy then exports as the source
+// and audits clean.
+func TestVaultCompletesAnAppendCutShort(t *testing.T) {
+	operator, regulator, sealKey := regulatorStream(t)
+	pub := hex.EncodeToString(sealPublicKey(t, sealKey))
+	ctx := eventstoretest.Ctx(t, 60*time.Second)
+	src, err := eventstore.Connect(ctx, operator, eventstore.Config{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	var events []eventstore.RecordedEvent
+	if err := src.ReadStored(ctx, 1, lastSequence(t, operator), func(ev eventstore.RecordedEvent) error {
+		events = append(events, ev)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The first append of three events or more after the first event:
+	// the copy gets the events before it, and its first two.
+	cut := -1
+	for i := 1; i < len(events) && cut < 0; i++ {
+		if events[i].AppendRemaining >= 2 && events[i-1].AppendRemaining == 0 {
+			cut = i
+		}
+	}
+	if cut < 0 || cut > eventstore.BatchEventsMax {
+		t.Fatalf("no append of three events within the first %d of the stream", eventstore.BatchEventsMax)
+	}
+	vaultData := t.TempDir()
+	cp, err := connectStream(ctx, &Config{Data: vaultData, Replicas: 1}, eventstore.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cp.store.Reappend(ctx, events[:cut]); err != nil {
+		t.Fatal(err)
+	}
+	appendStored(t, cp.embedded, src, events[cut].Sequence, events[cut].Sequence+1)
+	cp.Close()
+
+	v := startVault(t, vaultData, regulator, pub)
+	last := events[len(events)-1].Sequence
+	eventstoretest.Eventually(t, 30*time.Second, verified(v, float64(last)))
+	for _, line := range []string{
+		fmt.Sprintf(`"vault: the copy ends inside an append, to complete from the source" first_seq=%d copy_last=%d`, events[cut].Sequence, events[cut].Sequence+1),
+		fmt.Sprintf(`"vault: the append cut short at the copy's end is completed from the source" first_seq=%d copy_held=2`, events[cut].Sequence),
+	} {
+		if !strings.Contains(v.logs.String(), line) {
+			t.Fatalf("no line %s in the vault's log:\n%s", line, v.logs)
+		}
+	}
+	st := v.vaultStatus()
+	if len(st["violations"].([]any)) != 0 || len(st["forks"].([]any)) != 0 {
+		t.Fatalf("status after completing the append: %v", st)
+	}
+	v.stop()
+	sameAsSource(t, vaultData, regulator, pub, last)
+}
+
+// A vault killed with -9 at random moments while it catches up, and
+// started again each time, ends with a copy that exports as the source and
+// audits clean: whatever a kill cut, it completes from the source, and
+// nothing is verified twice or skipped.
+func TestVaultKilledWhileCatchingUp(t *testing.T) {
+	_, operator, regulator := regulatorServer(t)
+	sealKey := writeKey(t, 32)
+	if _, stderr, code := run(t, "simulate", "--nats", operator, "--master-key-file", writeKey(t, 32),
+		"--seal-key-file", sealKey, "--plays", "3000", "--players", "50", "--quiet"); code != 0 {
+		t.Fatalf("simulate as the operator: exit %d: %s", code, stderr)
+	}
+	pub := hex.EncodeToString(sealPublicKey(t, sealKey))
+	last := lastSequence(t, operator)
+	vaultData := t.TempDir()
+	torn := 0
+	for range 4 {
+		// Killed once a batch is in the copy, while the next ones are
+		// stored: most often in the middle of an append.
+		v := startVault(t, vaultData, regulator, pub)
+		copied := v.metric("tresor_vault_copied_events_total")
+		eventstoretest.Eventually(t, 30*time.Second, func() error {
+			if n := v.metric("tresor_vault_copied_events_total"); n == copied {
+				return fmt.Errorf("%v events copied", n)
+			}
+			return nil
+		})
+		time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
+		v.kill()
+		if strings.Contains(v.logs.String(), "the copy ends inside an append") {
+			torn++
+		}
+	}
+	v := startVault(t, vaultData, regulator, pub)
+	eventstoretest.Eventually(t, 60*time.Second, verified(v, float64(last)))
+	if strings.Contains(v.logs.String(), "the copy ends inside an append") {
+		torn++
+	}
+	st := v.vaultStatus()
+	if len(st["violations"].([]any)) != 0 || len(st["forks"].([]any)) != 0 || st["last_seal_seq"].(float64) != float64(last) {
+		t.Fatalf("status after the kills: %v\n%s", st, v.logs)
+	}
+	v.stop()
+	sameAsSource(t, vaultData, regulator, pub, last)
+	t.Logf("%d of 5 starts found the copy ending inside an append", torn)
+}
+
+// sameAsSource checks that the vault's copy in vaultData exports as the
+// source does and audits clean up to last.
+func sameAsSource(t *testing.T, vaultData, regulator, pub string, last uint64) {
+	t.Helper()
+	dir := t.TempDir()
+	ofVault, ofSource := filepath.Join(dir, "vault.ndjson"), filepath.Join(dir, "source.ndjson")
+	exportFile(t, "--data", vaultData, "--out", ofVault)
+	exportFile(t, "--nats", regulator, "--inbox-prefix", "_INBOX_regulator", "--out", ofSource)
+	if string(mustRead(t, ofVault)) != string(mustRead(t, ofSource)) {
+		t.Fatal("the vault's copy exports otherwise than the operator's stream")
+	}
+	if r := auditReport(t, 0, "--data", vaultData, "--public-key", pub); !r.OK || r.Events != int(last) {
+		t.Fatalf("audit of the vault's copy: %+v", r)
+	}
+}
+
+// appendStored appends to the stream of srv the messages src stores from
+// sequence from to to, as stored (their subject, Tresor's headers and
+// payload), each fenced on the one before: what the vault's plain
+// messages leave when a crash falls in the middle of an append.
+func appendStored(t *testing.T, srv *eventstore.EmbeddedServer, src *eventstore.NATSStore, from, to uint64) {
+	t.Helper()
+	ctx := eventstoretest.Ctx(t, 10*time.Second)
+	nc, err := srv.Conn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := from; seq <= to; seq++ {
+		raw, err := src.Stream().GetMsg(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := nats.Header{}
+		for k, vs := range raw.Header {
+			if strings.HasPrefix(k, "Tresor-") {
+				h[k] = vs
+			}
+		}
+		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: raw.Subject, Header: h, Data: raw.Data}, jetstream.WithExpectLastSequence(seq-1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
