@@ -35,8 +35,9 @@ const (
 // verified everything. Then a second vault, started on the finished
 // stream, catches up from nothing: its rate is reported against a raw
 // ordered read of the same stream measured before and after it, and
-// against what its copy's server takes (atomic batches of messages like
-// the events, sync always), and with the CPU each spends per event (the
+// against atomic batches of messages like the events into a sync-always
+// stream (how a copy on --vault-nats is written; the embedded copy goes
+// as plain messages), and with the CPU each spends per event (the
 // vault's process; the raw read's server and reader).
 //
 //	go test -run '^$' -bench BenchmarkVaultFollowsSimulate -benchtime 1x ./cmd/tresor/
@@ -117,7 +118,7 @@ func benchVault(b *testing.B) {
 	after, afterCPU := orderedRead(b, store, head)
 	raw := (before + after) / 2
 	vaultCPU := perEventMicros(fresh.cmd.ProcessState.UserTime()+fresh.cmd.ProcessState.SystemTime(), head)
-	// What the vault's own server takes: atomic batches of messages like
+	// What a copy on --vault-nats takes: atomic batches of messages like
 	// the events into a sync-always stream configured like Tresor's.
 	likeEvents := atomicBatchesOf(b, eventsShapeOf(b, store, head))
 	b.ReportMetric(float64(head), "events")
