@@ -1,16 +1,19 @@
 package main
 
 import (
+	"crypto/ed25519"
 	"encoding/hex"
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
+	"github.com/fdj/tresor/settlement"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -22,7 +25,9 @@ import (
 // source's and completes the append: the copy then exports as the source
 // and audits clean.
 func TestVaultCompletesAnAppendCutShort(t *testing.T) {
-	operator, regulator, sealKey := regulatorStream(t)
+	t.Parallel()
+	operator, sealKey := simulatedSource(t, 30)
+	regulator := operator
 	pub := hex.EncodeToString(sealPublicKey(t, sealKey))
 	ctx := eventstoretest.Ctx(t, 60*time.Second)
 	src, err := eventstore.Connect(ctx, operator, eventstore.Config{ReadOnly: true})
@@ -83,14 +88,10 @@ func TestVaultCompletesAnAppendCutShort(t *testing.T) {
 // audits clean: whatever a kill cut, it completes from the source, and
 // nothing is verified twice or skipped.
 func TestVaultKilledWhileCatchingUp(t *testing.T) {
-	_, operator, regulator := regulatorServer(t)
-	sealKey := writeKey(t, 32)
-	if _, stderr, code := run(t, "simulate", "--nats", operator, "--master-key-file", writeKey(t, 32),
-		"--seal-key-file", sealKey, "--plays", "3000", "--players", "50", "--quiet"); code != 0 {
-		t.Fatalf("simulate as the operator: exit %d: %s", code, stderr)
-	}
+	t.Parallel()
+	regulator, sealKey := simulatedSource(t, 2000)
 	pub := hex.EncodeToString(sealPublicKey(t, sealKey))
-	last := lastSequence(t, operator)
+	last := lastSequence(t, regulator)
 	vaultData := t.TempDir()
 	torn := 0
 	for range 4 {
@@ -122,6 +123,25 @@ func TestVaultKilledWhileCatchingUp(t *testing.T) {
 	v.stop()
 	sameAsSource(t, vaultData, regulator, pub, last)
 	t.Logf("%d of 5 starts found the copy ending inside an append", torn)
+}
+
+// simulatedSource runs a nats-server with a client listener and no users
+// (the vault's reading rights are tested beside the operator's elsewhere)
+// holding a stream of plays simulated plays; it returns its URL and the
+// seal key file.
+func simulatedSource(t *testing.T, plays int) (url, sealKey string) {
+	t.Helper()
+	srv, err := eventstore.RunEmbedded(eventstore.EmbeddedConfig{DataDir: t.TempDir(), ListenAddr: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(srv.Shutdown)
+	sealKey = writeKey(t, ed25519.SeedSize)
+	if _, stderr, code := run(t, "simulate", "--nats", srv.ClientURL(), "--master-key-file", writeKey(t, settlement.MasterKeySize),
+		"--seal-key-file", sealKey, "--plays", strconv.Itoa(plays), "--players", strconv.Itoa(min(plays, 50)), "--quiet"); code != 0 {
+		t.Fatalf("simulate: exit %d: %s", code, stderr)
+	}
+	return srv.ClientURL(), sealKey
 }
 
 // sameAsSource checks that the vault's copy in vaultData exports as the
