@@ -215,6 +215,9 @@ func (v *Vault) fork(ctx context.Context, seq uint64) (Fork, error) {
 
 // headAt is the hash of the copy's chain head at seq, for a log line.
 func (v *Vault) headAt(seq uint64) string {
+	if n := len(v.torn); n > 0 && v.torn[n-1].Sequence == seq {
+		return v.torn[n-1].Hash.String()
+	}
 	for _, h := range v.heads {
 		if h.Sequence == seq {
 			return h.Hash.String()

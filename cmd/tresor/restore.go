@@ -358,16 +358,71 @@ func (t *restoreTarget) sync(cfg *Config) error {
 }
 
 // syncTree syncs every file and directory under root to the disk.
-func syncTree(root string) error {
-	return filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+func syncTree(root string) error { return (&treeSyncer{root: root}).sync() }
+
+// treeSyncer syncs the files under root that may hold writes not on disk
+// yet, and every directory: a file is passed over when its size and
+// modification time are those its last sync saw and it was not modified
+// lately (a modification time can repeat within a clock tick). A vault
+// syncs its copy once a batch is stored: its old block files, never
+// written again, then cost a stat, not an fsync.
+type treeSyncer struct {
+	root   string
+	synced map[string]fileMark
+}
+
+// fileMark is what a file's stat said before it was synced.
+type fileMark struct {
+	size int64
+	mod  time.Time
+}
+
+// recentlyModified is how close to a sync a file's modification time
+// makes it synced again whatever its mark.
+const recentlyModified = 2 * time.Second
+
+func (t *treeSyncer) sync() error {
+	if t.synced == nil {
+		t.synced = map[string]fileMark{}
+	}
+	now := time.Now()
+	return filepath.WalkDir(t.root, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !(d.IsDir() || d.Type().IsRegular()) {
+			// A file the server renamed or removed since it was
+			// listed holds nothing to sync.
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
 			return err
 		}
+		var mark fileMark
+		if !d.IsDir() {
+			info, err := d.Info()
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			mark = fileMark{size: info.Size(), mod: info.ModTime()}
+			if was, ok := t.synced[path]; ok && was.size == mark.size && was.mod.Equal(mark.mod) && now.Sub(mark.mod) > recentlyModified {
+				return nil
+			}
+		}
 		f, err := os.Open(path)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		return errors.Join(f.Sync(), f.Close())
+		if err := errors.Join(f.Sync(), f.Close()); err != nil {
+			return err
+		}
+		if !d.IsDir() {
+			t.synced[path] = mark
+		}
+		return nil
 	})
 }
 

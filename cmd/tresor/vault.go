@@ -173,8 +173,7 @@ func (p *vaultProgram) open(ctx context.Context, pub []byte) error {
 		// the next is sent, as for a restore; the regulator's own NATS
 		// takes what a stock nats-server does.
 		cfg.BatchEventsMax, cfg.CopyDepth = eventstore.CommitBatchEventsMax, restoreDepthEmbedded
-		jetstreamDir := filepath.Join(p.o.data, "jetstream")
-		cfg.SyncCopy = func() error { return syncTree(jetstreamDir) }
+		cfg.SyncCopy = (&treeSyncer{root: filepath.Join(p.o.data, "jetstream")}).sync
 	}
 	if p.v, err = vault.New(cfg); err != nil {
 		return err
