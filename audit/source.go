@@ -14,13 +14,14 @@ import (
 const unreadableMax = 1000
 
 // ReadStore feeds a the events of a live stream, as stored, from sequence
-// from to the stream's last sequence at the time of the call, and returns
-// that sequence. Hashes are checked by the auditor, so an altered event is
+// from to the stream's last sequence at the time of the call (once it ends
+// a whole append, eventstore.NATSStore.WholeEnd), and returns that
+// sequence. Hashes are checked by the auditor, so an altered event is
 // reported at its sequence; a message whose envelope does not even parse
 // is reported too, and reading resumes after it. It returns the read error
 // otherwise.
 func ReadStore(ctx context.Context, store *eventstore.NATSStore, a *Auditor, from uint64) (uint64, error) {
-	last, err := store.LastSequence(ctx)
+	last, err := store.WholeEnd(ctx, eventstore.WholeEndWait)
 	if err != nil {
 		return 0, fmt.Errorf("audit: %w", err)
 	}

@@ -275,3 +275,34 @@ func beginRestore(tb testing.TB) (*eventstore.EmbeddedServer, *eventstore.NATSSt
 	}
 	return srv, dst
 }
+
+// WholeEnd reads a stream that ends inside an append, whose rest a plain
+// writer is still storing, up to the append's end once it is in; one whose
+// rest never comes, up to its last sequence after the wait, for the
+// reader to report the append cut short.
+func TestWholeEndWaitsForTheRestOfAnAppend(t *testing.T) {
+	src := eventstoretest.OpenEmbedded(t, eventstoretest.RunEmbedded(t, t.TempDir()), eventstore.Config{})
+	ctx := eventstoretest.Ctx(t, 60*time.Second)
+	appendPairs(t, src, 2)
+	srv := eventstoretest.RunEmbedded(t, t.TempDir())
+	dst := eventstoretest.OpenEmbedded(t, srv, eventstore.Config{})
+	eventstoretest.AppendStored(t, srv, src, 1, 3)
+	const short = 200 * time.Millisecond
+	start := time.Now()
+	if end, err := dst.WholeEnd(ctx, short); err != nil || end != 3 || time.Since(start) < short {
+		t.Fatalf("a stream cut inside an append: end %d (%v) after %s, want 3 after %s", end, err, time.Since(start), short)
+	}
+	done := make(chan uint64, 1)
+	go func() {
+		end, err := dst.WholeEnd(ctx, 30*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- end
+	}()
+	time.Sleep(100 * time.Millisecond)
+	eventstoretest.AppendStored(t, srv, src, 4, 4)
+	if end := <-done; end != 4 {
+		t.Fatalf("the rest of the append stored: end %d, want 4", end)
+	}
+}

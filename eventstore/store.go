@@ -543,6 +543,52 @@ func (s *NATSStore) LastSequence(ctx context.Context) (uint64, error) {
 	return st.LastSeq, err
 }
 
+// WholeEndWait is how long WholeEnd waits for the rest of an append the
+// stream ends inside: the regulator's vault stores a batch of its copy
+// within a fraction of that.
+const WholeEndWait = 2 * time.Second
+
+// WholeEnd is LastSequence for a reader that reads up to the stream's end:
+// a stream written as plain messages (ReappendPlainAsync: the regulator's
+// vault's copy) can end in the middle of an append while the rest of it is
+// being stored. When the last event announces more, it waits up to wait
+// for the stream to hold them, and returns the append's last sequence;
+// past wait, the last sequence as it is: an append cut short, which the
+// reader reports.
+func (s *NATSStore) WholeEnd(ctx context.Context, wait time.Duration) (uint64, error) {
+	last, err := s.LastSequence(ctx)
+	if err != nil || last == 0 {
+		return last, err
+	}
+	remaining := 0
+	err = s.ReadStored(ctx, last, last, func(ev RecordedEvent) error {
+		remaining = ev.AppendRemaining
+		return nil
+	})
+	var bad *IntegrityError
+	switch {
+	case errors.As(err, &bad):
+		return last, nil // the reader reports it where it reads it
+	case err != nil:
+		return 0, err
+	}
+	end := last + uint64(remaining)
+	for deadline := time.Now().Add(wait); end > last && time.Now().Before(deadline); {
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(wholeEndPoll):
+		}
+		if last, err = s.LastSequence(ctx); err != nil {
+			return 0, err
+		}
+	}
+	return min(last, end), nil
+}
+
+// wholeEndPoll is how often WholeEnd looks for the rest of an append.
+const wholeEndPoll = 10 * time.Millisecond
+
 // state is the stream's state as its leader answers it.
 func (s *NATSStore) state(ctx context.Context) (jetstream.StreamState, error) {
 	ctx, cancel := s.reqCtx(ctx)

@@ -109,7 +109,7 @@ func export(ctx context.Context, cfg *Config, o exportOptions, stdout, stderr io
 		return err
 	}
 	defer out.discard()
-	last, err := st.store.LastSequence(ctx)
+	last, err := st.store.WholeEnd(ctx, eventstore.WholeEndWait)
 	if err != nil {
 		return err
 	}

@@ -33,7 +33,8 @@ func restoreFromVault(ctx context.Context, cfg *Config, o restoreOptions, stderr
 		return fmt.Errorf("--from-vault %s: %w", redactURL(o.fromVault), redactErr(err, o.fromVault))
 	}
 	defer src.Close()
-	last, err := src.store.LastSequence(ctx)
+	// A vault that runs may be storing the rest of an append.
+	last, err := src.store.WholeEnd(ctx, eventstore.WholeEndWait)
 	switch {
 	case err != nil:
 		return fmt.Errorf("--from-vault: %w", err)

@@ -14,8 +14,6 @@ import (
 	"github.com/fdj/tresor/eventstore"
 	"github.com/fdj/tresor/eventstore/eventstoretest"
 	"github.com/fdj/tresor/settlement"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // A vault whose copy ends inside an append (its embedded server stores
@@ -61,7 +59,7 @@ func TestVaultCompletesAnAppendCutShort(t *testing.T) {
 	if err := cp.store.Reappend(ctx, events[:cut]); err != nil {
 		t.Fatal(err)
 	}
-	appendStored(t, cp.embedded, src, events[cut].Sequence, events[cut].Sequence+1)
+	eventstoretest.AppendStored(t, cp.embedded, src, events[cut].Sequence, events[cut].Sequence+1)
 	cp.Close()
 
 	v := startVault(t, vaultData, regulator, pub)
@@ -159,38 +157,5 @@ func sameAsSource(t *testing.T, vaultData, regulator, pub string, last uint64) {
 	}
 	if r := auditReport(t, 0, "--data", vaultData, "--public-key", pub); !r.OK || r.Events != int(last) {
 		t.Fatalf("audit of the vault's copy: %+v", r)
-	}
-}
-
-// appendStored appends to the stream of srv the messages src stores from
-// sequence from to to, as stored (their subject, Tresor's headers and
-// payload), each fenced on the one before: what the vault's plain
-// messages leave when a crash falls in the middle of an append.
-func appendStored(t *testing.T, srv *eventstore.EmbeddedServer, src *eventstore.NATSStore, from, to uint64) {
-	t.Helper()
-	ctx := eventstoretest.Ctx(t, 10*time.Second)
-	nc, err := srv.Conn()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for seq := from; seq <= to; seq++ {
-		raw, err := src.Stream().GetMsg(ctx, seq)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h := nats.Header{}
-		for k, vs := range raw.Header {
-			if strings.HasPrefix(k, "Tresor-") {
-				h[k] = vs
-			}
-		}
-		if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: raw.Subject, Header: h, Data: raw.Data}, jetstream.WithExpectLastSequence(seq-1)); err != nil {
-			t.Fatal(err)
-		}
 	}
 }
