@@ -157,16 +157,7 @@ func TestVaultFollowsTheOperator(t *testing.T) {
 	if read := v.metric("tresor_vault_source_events_read_total"); read != float64(last-from+1) {
 		t.Fatalf("the restarted vault read %v events from the source, want %d (from %d to %d)", read, last-from+1, from, last)
 	}
-	dir := t.TempDir()
-	ofVault, ofSource := filepath.Join(dir, "vault.ndjson"), filepath.Join(dir, "source.ndjson")
-	exportFile(t, "--data", vaultData, "--out", ofVault)
-	exportFile(t, "--nats", regulator, "--inbox-prefix", "_INBOX_regulator", "--out", ofSource)
-	if !bytes.Equal(mustRead(t, ofVault), mustRead(t, ofSource)) {
-		t.Fatal("the vault's copy exports otherwise than the operator's stream")
-	}
-	if r := auditReport(t, 0, "--data", vaultData, "--public-key", pub); !r.OK || r.Events != int(last) {
-		t.Fatalf("audit of the vault's copy: %+v", r)
-	}
+	ofSource := sameAsSource(t, vaultData, regulator, pub, last)
 	checkCosignatures(t, v, vaultData, ofSource)
 
 	// The operator rewrites its stream at a deposit the vault holds.

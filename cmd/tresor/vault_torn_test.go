@@ -159,17 +159,18 @@ func simulatedSource(t *testing.T, plays int) (url, sealKey string) {
 }
 
 // sameAsSource checks that the vault's copy in vaultData exports as the
-// source does and audits clean up to last.
-func sameAsSource(t *testing.T, vaultData, source, pub string, last uint64) {
+// source does and audits clean up to last; it returns the source's export.
+func sameAsSource(t *testing.T, vaultData, source, pub string, last uint64) (ofSource string) {
 	t.Helper()
 	dir := t.TempDir()
 	ofVault, ofSource := filepath.Join(dir, "vault.ndjson"), filepath.Join(dir, "source.ndjson")
 	exportFile(t, "--data", vaultData, "--out", ofVault)
-	exportFile(t, "--nats", source, "--inbox-prefix", "_INBOX_source", "--out", ofSource)
+	exportFile(t, "--nats", source, "--inbox-prefix", "_INBOX_regulator", "--out", ofSource)
 	if string(mustRead(t, ofVault)) != string(mustRead(t, ofSource)) {
 		t.Fatal("the vault's copy exports otherwise than the operator's stream")
 	}
 	if r := auditReport(t, 0, "--data", vaultData, "--public-key", pub); !r.OK || r.Events != int(last) {
 		t.Fatalf("audit of the vault's copy: %+v", r)
 	}
+	return ofSource
 }
