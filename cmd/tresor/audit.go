@@ -169,7 +169,9 @@ func (o *auditOptions) key(cfg *Config) (ed25519.PublicKey, error) {
 // a file holding them (the output of tresor seal-key) or the raw key.
 func parsePublicKey(flag string) (ed25519.PublicKey, error) {
 	text := strings.TrimSpace(flag)
-	if len(text) != 2*ed25519.PublicKeySize {
+	// 64 hex digits are the key; anything else, a path of 64 characters
+	// too, is a file.
+	if b, err := hex.DecodeString(text); err != nil || len(b) != ed25519.PublicKeySize {
 		b, err := os.ReadFile(flag)
 		if err != nil {
 			return nil, usagef("--public-key: neither 64 hex digits nor a readable file: %v", err)

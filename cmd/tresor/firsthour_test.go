@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/ed25519"
+	"encoding/hex"
 	"net"
 	"os"
 	"path/filepath"
@@ -234,5 +236,27 @@ func TestReadmeSaysHowLongTheTestsTake(t *testing.T) {
 		if !strings.Contains(readme, want) {
 			t.Errorf("README does not mention %q", want)
 		}
+	}
+}
+
+// A --public-key file whose path is 64 characters long, as many as the
+// key's hex digits, is read as a file.
+func TestPublicKeyFileOfAPathAsLongAsAKey(t *testing.T) {
+	t.Parallel()
+	pub := sealPublicKey(t, writeKey(t, ed25519.SeedSize))
+	// A short directory of its own: t.TempDir's name may be too long.
+	dir, err := os.MkdirTemp("", "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	const name = "seal.pub"
+	path := dir + strings.Repeat("/", 2*ed25519.PublicKeySize-len(dir)-len(name)) + name
+	if err := os.WriteFile(path, []byte(hex.EncodeToString(pub)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := parsePublicKey(path)
+	if err != nil || !got.Equal(pub) {
+		t.Fatalf("--public-key %s (%d characters): %x, %v; want the file's key", path, len(path), got, err)
 	}
 }
